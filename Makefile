@@ -1,0 +1,46 @@
+# The Makefile only wraps CMake presets (CMakePresets.json) and the dependency script.
+JOBS ?= $(shell nproc)
+MOLT := build/molt
+
+.PHONY: all deps build test demo debug asan asan-test bench format format-check tidy clean tiny-ladder
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+test: build
+	ctest --preset release -j $(JOBS)
+
+demo: build
+	scripts/demo.sh
+
+debug: deps
+	cmake --preset debug
+	cmake --build --preset debug -j $(JOBS)
+
+asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+
+asan-test: asan
+	ctest --preset asan -j $(JOBS)
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+format-check:
+	git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+
+tidy: build
+	git ls-files 'src/*.cc' 'apps/*.cc' | xargs clang-tidy -p build --quiet
+
+tiny-ladder: build
+	tools/tiny-ladder/build.sh
+
+clean:
+	rm -rf build build-debug build-asan

@@ -1,0 +1,54 @@
+# Warning and sanitizer flags shared by every target of the project.
+function(molt_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra $<$<BOOL:${MOLT_WERROR}>:-Werror>)
+  if(MOLT_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+  if(MOLT_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# molt_part(name DEPS ...): one static library per folder src/<name>/, public headers
+# under include/molt/<name>/. Sources are globbed so a part grows by adding files.
+add_library(molt_all INTERFACE)
+function(molt_part name)
+  cmake_parse_arguments(P "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
+  if(NOT srcs)  # a part not written yet
+    add_library(molt_${name} INTERFACE)
+    target_include_directories(molt_${name} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(molt_${name} INTERFACE ${P_DEPS})
+    target_link_libraries(molt_all INTERFACE molt_${name})
+    return()
+  endif()
+  add_library(molt_${name} STATIC ${srcs})
+  target_include_directories(molt_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                          PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(molt_${name} PUBLIC ${P_DEPS} Threads::Threads)
+  molt_warnings(molt_${name})
+  if(MOLT_SANITIZE)
+    target_link_options(molt_${name} INTERFACE -fsanitize=address,undefined)
+  endif()
+  target_link_libraries(molt_all INTERFACE molt_${name})
+endfunction()
+
+# molt_tests(name): tests/<name>/*_test.cc → one GoogleTest binary, registered with ctest.
+function(molt_tests name)
+  file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cc)
+  if(NOT srcs)
+    return()
+  endif()
+  add_executable(molt_${name}_tests ${srcs})
+  target_link_libraries(molt_${name}_tests PRIVATE molt_all GTest::gtest GTest::gtest_main GTest::gmock)
+  target_include_directories(molt_${name}_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(molt_${name}_tests PRIVATE
+      MOLT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+      MOLT_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+      MOLT_BINARY="$<TARGET_FILE:molt>")
+  molt_warnings(molt_${name}_tests)
+  gtest_discover_tests(molt_${name}_tests DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS ${name})
+endfunction()

@@ -1,0 +1,57 @@
+// Hugging Face config.json (Qwen2ForCausalLM) and generation_config.json.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace molt {
+
+// MLX affine quantisation ("quantization": {"group_size": G, "bits": B}); absent = dense.
+struct QuantSpec {
+  int group_size = 0;
+  int bits = 0;
+};
+
+struct ModelConfig {
+  std::string architecture = "Qwen2ForCausalLM";
+  std::string model_type = "qwen2";
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // from config when given, else hidden_size / num_attention_heads
+  int64_t intermediate_size = 0;
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 32768;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = true;  // Qwen2 has q/k/v biases
+  std::string torch_dtype = "bfloat16";
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<QuantSpec> quantization;
+
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+};
+
+// Parses and validates (positive sizes, kv heads divide heads, heads divide hidden size unless
+// head_dim is given, a Qwen2 architecture). `source` names the file in error messages.
+ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+// Reads dir/config.json, then dir/generation_config.json when present for eos_token_id
+// (an int or a list); falls back to config.json's eos_token_id.
+ModelConfig load_model_config(const std::filesystem::path& dir);
+// Serialises the fields Hugging Face writes for Qwen2 (the inverse of parse_model_config).
+nlohmann::json model_config_to_json(const ModelConfig& c);
+nlohmann::json generation_config_to_json(const ModelConfig& c);
+
+// Reads a JSON file; errors name the file and the parse position.
+nlohmann::json read_json_file(const std::filesystem::path& path);
+
+}  // namespace molt

@@ -1,0 +1,20 @@
+// Grouped-query attention over a cache laid out [position][kv_head][head_dim] (f32).
+#pragma once
+
+#include <cstdint>
+
+namespace molt {
+
+struct AttentionShape {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // divides n_heads; query head h reads kv head h / (n_heads / n_kv)
+  int64_t head_dim = 0;
+};
+
+// Causal attention for `n` new queries at positions p0 .. p0+n-1, each attending to cache
+// positions 0 ..= its own. q: [n, n_heads, head_dim]; k, v: [p0 + n, n_kv, head_dim];
+// out: [n, n_heads, head_dim]. Scale 1/sqrt(head_dim). n = 1 is the decode step.
+void attention(const AttentionShape& s, const float* q, const float* k, const float* v, int64_t p0,
+               int64_t n, float* out);
+
+}  // namespace molt

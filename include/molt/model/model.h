@@ -1,0 +1,71 @@
+// A Qwen2 causal LM: weights bound zero-copy to a checkpoint's safetensors, a batched
+// prefill (GEMM) and a one-token decode over a KV cache. Compute is f32 whatever the stored
+// dtype (f32, bf16, f16).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "molt/formats/hf_config.h"
+#include "molt/formats/safetensors.h"
+#include "molt/kernels/linear.h"
+#include "molt/kernels/ops.h"
+#include "molt/model/kv_cache.h"
+
+namespace molt {
+
+struct LayerWeights {
+  WeightMatrix q, k, v, o, gate, up, down;
+  std::vector<float> q_bias, k_bias, v_bias;           // empty when the model has none
+  std::vector<float> input_norm, post_attention_norm;  // RMSNorm weights, widened to f32
+};
+
+struct ModelWeights {
+  WeightMatrix embed;    // [vocab, hidden]
+  WeightMatrix lm_head;  // [vocab, hidden]; the embedding when tied
+  std::vector<float> final_norm;
+  std::vector<LayerWeights> layers;
+  size_t bytes = 0;  // bytes of stored weights referenced
+};
+
+class Model {
+ public:
+  // Loads config.json (+ generation_config.json) and the safetensors of `dir`.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const WeightStore& store() const { return store_; }
+  CacheGeometry cache_geometry() const;
+  RopeSpec rope() const { return {config_.head_dim, config_.rope_theta}; }
+  // A cache sized for this model.
+  KVCache new_cache(int64_t capacity, bool keep_hidden = false) const;
+
+  // Runs `tokens` at positions cache.size() .. cache.size()+n-1, appending their K/V (and
+  // hidden states when the cache keeps them). When `logits` is not empty it receives the
+  // logits of every new position, [n × vocab]; when `last_logits` is not empty it receives
+  // only the last position's. n = 1 takes the matvec (decode) path, n > 1 the GEMM path.
+  void forward(std::span<const int32_t> tokens, KVCache& cache, std::span<float> logits,
+               std::span<float> last_logits = {}) const;
+
+  // Convenience: returns the last position's logits.
+  std::vector<float> prefill(std::span<const int32_t> tokens, KVCache& cache) const;
+  std::vector<float> decode(int32_t token, KVCache& cache) const;
+
+  // Runs layers [first, n_layers) for positions [p0, p0 + n) given the hidden states that
+  // enter layer `first` (hidden: [n × hidden_size]), writing their K/V into the cache rows.
+  // Used by selective recompute; equal bit for bit to what a full forward computes.
+  void forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden,
+                      KVCache& cache) const;
+
+ private:
+  Model() = default;
+  ModelConfig config_;
+  WeightStore store_;
+  ModelWeights weights_;
+};
+
+}  // namespace molt

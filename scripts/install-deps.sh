@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages molt needs to build and test. Idempotent and
+# non-interactive: does nothing when every package is present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libopenblas-openmp-dev liblapack-dev   # GEMM (OpenMP flavour: no thread fights on 2 cores), Cholesky
+  libhwy-dev                             # portable SIMD with runtime dispatch
+  libpcre2-dev libutf8proc-dev           # Unicode pre-tokenizer regex, NFC
+  nlohmann-json3-dev libcli11-dev libfmt-dev libcpp-httplib-dev
+  libssl-dev                             # SHA-256 (libcrypto)
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# Extra packages a caller may ask for, e.g. MOLT_EXTRA_PACKAGES="python3-torch".
+read -r -a extra <<<"${MOLT_EXTRA_PACKAGES:-}"
+packages+=("${extra[@]}")
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,84 @@
+// Helpers shared by the test suites: temporary folders, running the CLI, reading files.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace molt::test {
+
+// A fresh folder under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("molt-test-" + std::to_string(rd()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `molt <args>` (the binary under test) through the shell, with stderr merged.
+inline CommandResult run_molt(const std::string& args, const std::string& stdin_text = "") {
+  std::string cmd = std::string(MOLT_BINARY) + " " + args + " 2>&1";
+  if (!stdin_text.empty()) {
+    std::filesystem::path in =
+        std::filesystem::temp_directory_path() / ("molt-stdin-" + std::to_string(std::random_device{}()));
+    std::ofstream(in, std::ios::binary) << stdin_text;
+    cmd = std::string(MOLT_BINARY) + " " + args + " < " + in.string() + " 2>&1";
+  }
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// The reference data folder (../shared/data/qwen2.5); empty when absent.
+inline std::filesystem::path shared_qwen_dir() {
+  std::filesystem::path d = std::filesystem::path(MOLT_SHARED_DIR) / "data" / "qwen2.5";
+  return std::filesystem::exists(d) ? d : std::filesystem::path{};
+}
+
+#define MOLT_REQUIRE_SHARED(dir)                                                        \
+  const std::filesystem::path dir = ::molt::test::shared_qwen_dir();                   \
+  if (dir.empty()) GTEST_SKIP() << "../shared/data/qwen2.5 is absent: reference data " \
+                                   "tests skipped"
+
+}  // namespace molt::test
