@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace molt::cli {
 
@@ -24,5 +26,15 @@ int exit_code();
 
 // True when stderr is a terminal: progress bars show there and stay quiet when piped.
 bool stderr_is_tty();
+
+}  // namespace molt::cli
+
+namespace molt::cli {
+
+// Parses "i j k" (spaces or commas) into token ids; errors name the flag and the bad item.
+std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag);
+
+// Peak resident set size of this process in MiB (VmHWM).
+double peak_rss_mib();
 
 }  // namespace molt::cli

@@ -36,6 +36,15 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;
   std::optional<QuantSpec> quantization;
+  // Carried so a written config.json matches what Hugging Face writes; unused by the forward.
+  std::string hidden_act = "silu";
+  double attention_dropout = 0.0;
+  double initializer_range = 0.02;
+  int64_t max_window_layers = 21;
+  int64_t sliding_window = 32768;
+  bool use_sliding_window = false;
+  bool use_cache = true;
+  std::string transformers_version = "4.43.1";
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
@@ -50,6 +59,10 @@ ModelConfig load_model_config(const std::filesystem::path& dir);
 // Serialises the fields Hugging Face writes for Qwen2 (the inverse of parse_model_config).
 nlohmann::json model_config_to_json(const ModelConfig& c);
 nlohmann::json generation_config_to_json(const ModelConfig& c);
+
+// The real Qwen2.5 Instruct configs by size ("0.5B", "1.5B", "3B"), for synthetic checkpoints
+// at real geometries; eos = <|im_end|>. Throws on an unknown size.
+ModelConfig qwen2_5_config(const std::string& size);
 
 // Reads a JSON file; errors name the file and the parse position.
 nlohmann::json read_json_file(const std::filesystem::path& path);

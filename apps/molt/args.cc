@@ -1,0 +1,50 @@
+// Small parsing helpers shared by the subcommands.
+#include <charconv>
+#include <fstream>
+#include <string>
+
+#include "command.h"
+#include "molt/common/error.h"
+
+namespace molt::cli {
+
+std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ' || text[i] == ',' || text[i] == '\n' || text[i] == '\t') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != ',' && text[j] != '\n' &&
+           text[j] != '\t') {
+      ++j;
+    }
+    int32_t v = 0;
+    auto [end, ec] = std::from_chars(text.data() + i, text.data() + j, v);
+    if (ec != std::errc() || end != text.data() + j || v < 0) {
+      fail("{}: '{}' is not a token id (non-negative integer)", flag, text.substr(i, j - i));
+    }
+    ids.push_back(v);
+    i = j;
+  }
+  return ids;
+}
+
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmHWM:") {
+      double kb = 0;
+      f >> kb;
+      return kb / 1024.0;
+    }
+    std::string rest;
+    std::getline(f, rest);
+  }
+  return 0;
+}
+
+}  // namespace molt::cli

@@ -1,0 +1,78 @@
+// molt generate: stream tokens from one model.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "command.h"
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+#include "molt/model/model.h"
+#include "molt/model/sampler.h"
+
+namespace molt::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, ids;
+  int max_tokens = 64;
+  SamplingParams sampling;
+  bool ignore_eos = false;
+  int threads = 0;
+};
+
+void run(const GenerateArgs& a) {
+  set_num_threads(a.threads);
+  auto model = Model::load(a.model);
+  const ModelConfig& c = model->config();
+  std::vector<int32_t> history = parse_ids(a.ids, "--ids");
+  if (history.empty()) fail("--ids: no prompt token ids given");
+  Sampler sampler(a.sampling);
+  KVCache cache = model->new_cache(static_cast<int64_t>(history.size()) + a.max_tokens);
+
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  std::vector<float> logits = model->prefill(history, cache);
+  const auto t1 = clock::now();
+  int generated = 0;
+  for (; generated < a.max_tokens; ++generated) {
+    const int32_t next = sampler.sample(logits, history);
+    history.push_back(next);
+    fmt::print("{}{}", generated ? " " : "", next);
+    std::fflush(stdout);
+    const bool eos = std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) !=
+                     c.eos_token_ids.end();
+    if (eos && !a.ignore_eos) {
+      ++generated;
+      break;
+    }
+    if (generated + 1 < a.max_tokens) logits = model->decode(next, cache);
+  }
+  const auto t2 = clock::now();
+  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  fmt::print("\n");
+  fmt::print(stderr, "{} prompt tokens in {:.1f} ms, {} tokens generated at {:.1f} tok/s\n",
+             history.size() - generated, prefill_s * 1e3, generated,
+             generated > 1 ? (generated - 1) / decode_s : 0.0);
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* s = root.add_subcommand("generate", "Generate tokens from a model");
+  s->add_option("--model", a->model, "checkpoint directory")->required();
+  s->add_option("--ids", a->ids, "prompt token ids, e.g. \"1 2 3\"");
+  s->add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
+  s->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  s->add_option("--top-k", a->sampling.top_k, "keep the k most likely (0 = off)")->check(CLI::NonNegativeNumber);
+  s->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)")->check(CLI::Range(1e-6, 1.0));
+  s->add_option("--repetition-penalty", a->sampling.repetition_penalty, "1 = off")->check(CLI::PositiveNumber);
+  s->add_option("--seed", a->sampling.seed, "sampling seed");
+  s->add_flag("--ignore-eos", a->ignore_eos, "keep going past end-of-sequence tokens");
+  s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace molt::cli

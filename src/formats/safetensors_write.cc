@@ -1,0 +1,163 @@
+// Writing .safetensors files, single or sharded with a Hugging Face index.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "molt/common/error.h"
+#include "molt/formats/safetensors.h"
+
+namespace molt {
+namespace {
+
+constexpr size_t kAlign = 8;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Checks names and byte sizes before anything touches the disk.
+void check_tensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors) {
+  std::set<std::string> names;
+  for (const auto& t : tensors) {
+    if (t.name.empty()) fail("{}: a tensor to write has an empty name", path.string());
+    if (t.name == "__metadata__") fail("{}: '__metadata__' is not a tensor name", path.string());
+    if (!names.insert(t.name).second) {
+      fail("{}: tensor '{}' is given twice", path.string(), t.name);
+    }
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) fail("{}: tensor '{}': negative dimension {}", path.string(), t.name, d);
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+        fail("{}: tensor '{}': shape overflows", path.string(), t.name);
+      }
+    }
+    if (numel * dtype_size(t.dtype) != t.bytes.size()) {
+      fail("{}: tensor '{}': {} bytes given, shape of {} elements of {} needs {}", path.string(),
+           t.name, t.bytes.size(), numel, dtype_name(t.dtype), numel * dtype_size(t.dtype));
+    }
+  }
+}
+
+std::vector<const TensorToWrite*> sorted_by_name(const std::vector<TensorToWrite>& tensors) {
+  std::vector<const TensorToWrite*> v;
+  for (const auto& t : tensors) v.push_back(&t);
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  return v;
+}
+
+void write_all(FILE* f, const std::string& file, const void* p, size_t n) {
+  if (n != 0 && std::fwrite(p, 1, n, f) != n) {
+    fail("{}: write failed: {}", file, std::strerror(errno));
+  }
+}
+
+// Writes to a sibling temporary and renames, so a crash never leaves a half-written file behind
+// under the real name.
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::vector<const TensorToWrite*>& order,
+                           const std::map<std::string, std::string>& metadata) {
+  const std::string file = path.string();
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<size_t> offsets;
+  size_t pos = 0;
+  for (const auto* t : order) {
+    pos = align_up(pos);
+    offsets.push_back(pos);
+    header[t->name] = {{"dtype", std::string(dtype_name(t->dtype))},
+                       {"shape", t->shape},
+                       {"data_offsets", {pos, pos + t->bytes.size()}}};
+    pos += t->bytes.size();
+  }
+  std::string text = header.dump();
+  text.resize(align_up(text.size()), ' ');  // keeps the data block 8-byte aligned in the file
+
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) fail("{}: cannot create: {}", tmp.string(), std::strerror(errno));
+  try {
+    uint64_t n = text.size();
+    write_all(f, file, &n, 8);
+    write_all(f, file, text.data(), text.size());
+    static const char zeros[kAlign] = {};
+    size_t at = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      write_all(f, file, zeros, offsets[i] - at);
+      write_all(f, file, order[i]->bytes.data(), order[i]->bytes.size());
+      at = offsets[i] + order[i]->bytes.size();
+    }
+    if (std::fclose(f) != 0) {
+      f = nullptr;
+      fail("{}: close failed: {}", file, std::strerror(errno));
+    }
+    f = nullptr;
+  } catch (...) {
+    if (f != nullptr) std::fclose(f);
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail("{}: cannot rename from {}: {}", file, tmp.string(), ec.message());
+}
+
+}  // namespace
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  check_tensors(path, tensors);
+  write_file_atomically(path, sorted_by_name(tensors), metadata);
+}
+
+void write_safetensors_sharded(const std::filesystem::path& dir,
+                               const std::vector<TensorToWrite>& tensors, size_t max_shard_bytes,
+                               const std::map<std::string, std::string>& metadata) {
+  if (max_shard_bytes == 0) fail("{}: max_shard_bytes must be positive", dir.string());
+  check_tensors(dir, tensors);
+  std::filesystem::create_directories(dir);
+  auto order = sorted_by_name(tensors);
+
+  // Greedy in name order; a tensor larger than the limit gets a shard of its own.
+  std::vector<std::vector<const TensorToWrite*>> shards(1);
+  size_t in_shard = 0, total = 0;
+  for (const auto* t : order) {
+    size_t n = align_up(t->bytes.size());
+    if (!shards.back().empty() && in_shard + n > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(t);
+    in_shard += n;
+    total += t->bytes.size();
+  }
+
+  const auto index_path = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (shards.size() == 1) {
+    write_file_atomically(dir / "model.safetensors", shards[0], metadata);
+    std::filesystem::remove(index_path, ec);  // a stale index would win over the new file
+    return;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    write_file_atomically(dir / name, shards[i], metadata);
+    for (const auto* t : shards[i]) weight_map[t->name] = name;
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  const std::string file = index_path.string();
+  const std::filesystem::path tmp = file + ".tmp";
+  std::string text = index.dump(2) + "\n";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) fail("{}: cannot create: {}", tmp.string(), std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) fail("{}: write failed: {}", file, std::strerror(errno));
+  std::filesystem::rename(tmp, index_path, ec);
+  if (ec) fail("{}: cannot rename from {}: {}", file, tmp.string(), ec.message());
+  std::filesystem::remove(dir / "model.safetensors", ec);  // the index wins anyway; avoid confusion
+}
+
+}  // namespace molt

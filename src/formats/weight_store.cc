@@ -1,0 +1,126 @@
+// A checkpoint's weights across one file or the shards named by a Hugging Face index.
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
+#include "molt/formats/safetensors.h"
+
+namespace molt {
+namespace {
+
+// Shard names come from a file we did not write: keep them inside the checkpoint folder.
+void check_shard_name(const std::string& index, const std::string& tensor,
+                      const std::string& shard) {
+  std::filesystem::path p(shard);
+  bool escapes = shard.empty() || p.is_absolute();
+  for (const auto& part : p) escapes = escapes || part == "..";
+  if (escapes) {
+    fail("{}: weight_map['{}']: shard '{}' is not a file name inside the checkpoint folder", index,
+         tensor, shard);
+  }
+}
+
+}  // namespace
+
+WeightStore WeightStore::open_dir(const std::filesystem::path& dir) {
+  WeightStore s;
+  s.dir_ = dir;
+  const auto index_path = dir / "model.safetensors.index.json";
+  const auto single_path = dir / "model.safetensors";
+
+  if (!std::filesystem::exists(index_path)) {
+    if (!std::filesystem::exists(single_path)) {
+      fail("{}: no model.safetensors or model.safetensors.index.json in the checkpoint folder",
+           dir.string());
+    }
+    s.files_.push_back(SafetensorsFile::open(single_path));
+    for (const auto& t : s.files_[0]->tensors()) s.by_name_[t.name] = &t;
+    return s;
+  }
+
+  const std::string index = index_path.string();
+  nlohmann::json j = read_json_file(index_path);
+  if (!j.is_object()) fail("{}: index is a JSON {}, expected an object", index, j.type_name());
+  if (j.contains("metadata")) {
+    const auto& m = j["metadata"];
+    if (!m.is_object()) fail("{}: field 'metadata' is a {}, expected an object", index, m.type_name());
+    if (m.contains("total_size") && !m["total_size"].is_number()) {
+      fail("{}: field 'metadata.total_size' is a {}, expected a number", index,
+           m["total_size"].type_name());
+    }
+  }
+  if (!j.contains("weight_map")) fail("{}: missing field 'weight_map'", index);
+  const auto& wm = j["weight_map"];
+  if (!wm.is_object()) {
+    fail("{}: field 'weight_map' is a {}, expected an object of tensor → shard file", index,
+         wm.type_name());
+  }
+  if (wm.empty()) fail("{}: field 'weight_map' lists no tensors", index);
+
+  std::map<std::string, SafetensorsFile*> shard_by_name;
+  for (const auto& [tensor, shard] : wm.items()) {
+    if (!shard.is_string()) {
+      fail("{}: weight_map['{}'] is a {}, expected a shard file name", index, tensor,
+           shard.type_name());
+    }
+    const auto& name = shard.get_ref<const std::string&>();
+    check_shard_name(index, tensor, name);
+    if (!shard_by_name.count(name)) {
+      const auto shard_path = dir / name;
+      if (!std::filesystem::exists(shard_path)) {
+        fail("{}: weight_map['{}']: shard {} does not exist", index, tensor, shard_path.string());
+      }
+      s.files_.push_back(SafetensorsFile::open(shard_path));
+      shard_by_name[name] = s.files_.back().get();
+    }
+    const TensorView* t = shard_by_name[name]->find(tensor);
+    if (t == nullptr) {
+      fail("{}: weight_map['{}'] names shard {}, which has no tensor '{}'", index, tensor,
+           (dir / name).string(), tensor);
+    }
+    s.by_name_[tensor] = t;
+  }
+  // A tensor stored in two shards is ambiguous whichever one the index names.
+  std::map<std::string, const SafetensorsFile*> owner;
+  for (const auto& f : s.files_) {
+    for (const auto& t : f->tensors()) {
+      auto [it, fresh] = owner.emplace(t.name, f.get());
+      if (!fresh) {
+        fail("{}: tensor '{}' is stored in both {} and {}", index, t.name,
+             it->second->path().string(), f->path().string());
+      }
+    }
+  }
+  return s;
+}
+
+const TensorView* WeightStore::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+const TensorView& WeightStore::get(const std::string& name) const {
+  const TensorView* t = find(name);
+  if (t == nullptr) fail("{}: checkpoint has no tensor '{}'", dir_.string(), name);
+  return *t;
+}
+
+std::vector<std::string> WeightStore::names() const {
+  std::vector<std::string> v;
+  v.reserve(by_name_.size());
+  for (const auto& [name, t] : by_name_) v.push_back(name);
+  return v;
+}
+
+size_t WeightStore::total_bytes() const {
+  size_t n = 0;
+  for (const auto& [name, t] : by_name_) n += t->nbytes;
+  return n;
+}
+
+void WeightStore::release_pages() const {
+  for (const auto& f : files_) f->release_pages();
+}
+
+}  // namespace molt

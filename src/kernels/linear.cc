@@ -1,0 +1,82 @@
+#include "molt/kernels/linear.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/matvec.h"
+#include "molt/common/error.h"
+
+namespace molt {
+namespace {
+
+void check_weight(const WeightMatrix& w, const char* op) {
+  if (w.dtype != DType::F32 && w.dtype != DType::BF16 && w.dtype != DType::F16) {
+    fail("{}: weight dtype {} is not supported (F32, BF16, F16)", op, dtype_name(w.dtype));
+  }
+  if (w.rows < 0 || w.cols < 0) fail("{}: weight shape [{}, {}] is negative", op, w.rows, w.cols);
+  if (w.data == nullptr && w.rows * w.cols > 0) fail("{}: weight data is null", op);
+}
+
+// Widens rows [r0, r1) of a 16-bit W into dst (row-major, cols floats per row).
+void widen_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* dst) {
+  const auto* src = static_cast<const uint16_t*>(w.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = r0; r < r1; ++r) {
+    widen_row_16(w.dtype, src + r * w.cols, w.cols, dst + (r - r0) * w.cols);
+  }
+}
+
+}  // namespace
+
+void matvec(const WeightMatrix& w, const float* x, float* y) {
+  check_weight(w, "matvec");
+  if (w.rows == 0) return;
+  if (w.cols == 0) {
+    std::fill(y, y + w.rows, 0.0f);
+    return;
+  }
+  matvec_dispatch(w, x, y);
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  check_weight(w, "matmul");
+  if (n < 0) fail("matmul: token count {} is negative", n);
+  if (n == 0 || w.rows == 0) return;
+  if (n == 1 || w.cols == 0) {
+    for (int64_t t = 0; t < n; ++t) matvec(w, x + t * w.cols, y + t * w.rows);
+    return;
+  }
+  const int m = static_cast<int>(n), k = static_cast<int>(w.cols);
+  if (w.dtype == DType::F32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(w.rows), k, 1.0f, x, k,
+                static_cast<const float*>(w.data), k, 0.0f, y, static_cast<int>(w.rows));
+    return;
+  }
+  // 16-bit: widen a tile of W rows (~4 MiB of f32, stays in L3) and hand it to sgemm; the
+  // tile writes columns [r0, r1) of y (ldc = rows).
+  const int64_t tile = std::max<int64_t>(64, (int64_t{1} << 20) / w.cols);
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(std::min(tile, w.rows) * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {
+    const int64_t r1 = std::min(w.rows, r0 + tile);
+    widen_rows(w, r0, r1, buf.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(r1 - r0), k, 1.0f, x,
+                k, buf.data(), k, 0.0f, y + r0, static_cast<int>(w.rows));
+  }
+}
+
+void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
+  check_weight(w, "dequantize_row");
+  if (row < 0 || row >= w.rows) fail("dequantize_row: row {} is outside [0, {})", row, w.rows);
+  if (w.dtype == DType::F32) {
+    const float* src = static_cast<const float*>(w.data) + row * w.cols;
+    std::copy(src, src + w.cols, out);
+    return;
+  }
+  widen_row_16(w.dtype, static_cast<const uint16_t*>(w.data) + row * w.cols, w.cols, out);
+}
+
+}  // namespace molt

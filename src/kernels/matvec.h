@@ -1,0 +1,16 @@
+// Internal: the SIMD matvec behind molt::matvec (Highway, dispatched per CPU).
+#pragma once
+
+#include <cstdint>
+
+#include "molt/kernels/linear.h"
+
+namespace molt {
+
+// y = W x with W already checked (F32, BF16 or F16; rows, cols > 0).
+void matvec_dispatch(const WeightMatrix& w, const float* x, float* y);
+
+// dst[n] = f32 of n BF16 or F16 values.
+void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst);
+
+}  // namespace molt

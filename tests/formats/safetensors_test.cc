@@ -1,0 +1,189 @@
+// safetensors round trips, layout, zero-copy views and page release.
+#include "molt/formats/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "molt/common/error.h"
+#include "test_util.h"
+
+namespace molt {
+namespace {
+
+using test::TempDir;
+
+template <typename T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+// One tensor of each dtype the brief names, with odd sizes so padding is exercised.
+struct Sample {
+  std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f, 1e-8f, -7.0f};
+  std::vector<uint16_t> f16, bf16;
+  std::vector<int8_t> i8 = {-128, -1, 0, 1, 127};
+  std::vector<uint32_t> u32 = {0u, 1u, 0xdeadbeefu};
+  Sample() {
+    for (float x : f32) f16.push_back(f32_to_f16(x)), bf16.push_back(f32_to_bf16(x));
+    f16.push_back(f32_to_f16(0.5f));  // 7 elements: 14 bytes, not a multiple of 8
+  }
+  std::vector<TensorToWrite> tensors() const {
+    return {{"z.f32", DType::F32, {2, 3}, bytes_of(f32)},
+            {"a.f16", DType::F16, {7}, bytes_of(f16)},
+            {"m.bf16", DType::BF16, {3, 2}, bytes_of(bf16)},
+            {"b.i8", DType::I8, {5}, bytes_of(i8)},
+            {"c.u32", DType::U32, {1, 3}, bytes_of(u32)},
+            {"empty", DType::F32, {0, 4}, {}}};
+  }
+};
+
+void expect_same(const TensorToWrite& w, const TensorView& v) {
+  EXPECT_EQ(v.name, w.name);
+  EXPECT_EQ(v.dtype, w.dtype);
+  EXPECT_EQ(v.shape, w.shape);
+  ASSERT_EQ(v.nbytes, w.bytes.size()) << w.name;
+  EXPECT_EQ(0, std::memcmp(v.data, w.bytes.data(), v.nbytes)) << w.name;
+}
+
+TEST(Safetensors, RoundTripEveryDtypeWithMetadata) {
+  TempDir tmp;
+  Sample s;
+  std::map<std::string, std::string> meta = {{"format", "pt"}, {"method", "ridge λ=0.01"}};
+  write_safetensors(tmp / "x.safetensors", s.tensors(), meta);
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  EXPECT_EQ(f->metadata(), meta);
+  ASSERT_EQ(f->tensors().size(), 6u);
+  for (const auto& w : s.tensors()) {
+    const TensorView* v = f->find(w.name);
+    ASSERT_NE(v, nullptr) << w.name;
+    expect_same(w, *v);
+  }
+  EXPECT_EQ(f->find("nope"), nullptr);
+  const TensorView* m = f->find("m.bf16");
+  EXPECT_EQ(m->numel(), 6);
+  EXPECT_EQ(m->shape_str(), "[3, 2]");
+  EXPECT_EQ(f->find("empty")->numel(), 0);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "x.safetensors.tmp"));
+}
+
+TEST(Safetensors, LayoutSortedAlignedAndPadded) {
+  TempDir tmp;
+  Sample s;
+  write_safetensors(tmp / "x.safetensors", s.tensors(), {{"k", "v"}});
+  std::string raw = test::read_file(tmp / "x.safetensors");
+  uint64_t n;
+  std::memcpy(&n, raw.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  std::string header = raw.substr(8, n);
+  EXPECT_EQ(header.find_last_not_of(' ') + 1, nlohmann::json::parse(header).dump().size());
+  auto j = nlohmann::json::parse(header);
+  uint64_t prev_begin = 0;
+  std::string prev_name;
+  for (const auto& [name, e] : j.items()) {
+    if (name == "__metadata__") continue;
+    uint64_t b = e["data_offsets"][0];
+    EXPECT_EQ(b % 8, 0u) << name;
+    if (!prev_name.empty()) {
+      EXPECT_LT(prev_name, name);
+      EXPECT_GE(b, prev_begin) << "data laid out in name order";
+    }
+    prev_name = name, prev_begin = b;
+  }
+  // Every view is 8-byte aligned in memory too (the mapping is page aligned).
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  for (const auto& t : f->tensors()) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 8, 0u) << t.name;
+  }
+}
+
+// The process mapping of `file` from /proc/self/smaps: address range and resident kB.
+struct Mapping {
+  uintptr_t begin = 0, end = 0;
+  long rss_kb = -1;
+};
+Mapping find_mapping(const std::filesystem::path& file) {
+  std::ifstream in("/proc/self/smaps");
+  std::string line, want = std::filesystem::canonical(file).string();
+  Mapping m;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    unsigned long lo, hi;
+    char dash;
+    std::istringstream ls(line);
+    if (line.find("-") != std::string::npos && (ls >> std::hex >> lo >> dash >> hi) &&
+        dash == '-') {
+      inside = line.size() >= want.size() &&
+               line.compare(line.size() - want.size(), want.size(), want) == 0;
+      if (inside) m.begin = lo, m.end = hi;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      m.rss_kb = std::stol(line.substr(4));
+    }
+  }
+  return m;
+}
+
+TEST(Safetensors, ViewsAreZeroCopyIntoTheMapping) {
+  TempDir tmp;
+  Sample s;
+  write_safetensors(tmp / "x.safetensors", s.tensors());
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  Mapping m = find_mapping(tmp / "x.safetensors");
+  ASSERT_NE(m.begin, 0u) << "no mapping of the file in /proc/self/smaps";
+  EXPECT_GE(m.end - m.begin, f->file_size());
+  for (const auto& t : f->tensors()) {
+    auto p = reinterpret_cast<uintptr_t>(t.data);
+    EXPECT_GE(p, m.begin) << t.name;
+    EXPECT_LE(p + t.nbytes, m.begin + f->file_size()) << t.name;
+  }
+  f.reset();  // the destructor unmaps
+  EXPECT_EQ(find_mapping(tmp / "x.safetensors").begin, 0u);
+}
+
+TEST(Safetensors, ReleasePagesDropsResidencyKeepsViewsValid) {
+  TempDir tmp;
+  std::vector<float> big(1 << 20);  // 4 MiB
+  std::iota(big.begin(), big.end(), 0.0f);
+  write_safetensors(tmp / "x.safetensors", {{"w", DType::F32, {1024, 1024}, bytes_of(big)}});
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  const auto& v = *f->find("w");
+  auto at = [&](size_t i) {
+    float x;
+    std::memcpy(&x, v.data + 4 * i, 4);
+    return x;
+  };
+  double sum = 0;
+  for (size_t i = 0; i < big.size(); i += 256) sum += at(i);  // touch every page
+  EXPECT_GT(sum, 0);
+  EXPECT_GE(find_mapping(tmp / "x.safetensors").rss_kb, 4000);
+  f->release_pages();
+  EXPECT_LT(find_mapping(tmp / "x.safetensors").rss_kb, 100);
+  EXPECT_EQ(at(12345), 12345.0f);  // re-read from the file on touch
+  EXPECT_EQ(at(big.size() - 1), static_cast<float>(big.size() - 1));
+}
+
+TEST(Safetensors, WriterRejectsBadInput) {
+  TempDir tmp;
+  std::vector<float> v(3);
+  auto expect_fail = [&](std::vector<TensorToWrite> t, const std::string& needle) {
+    try {
+      write_safetensors(tmp / "w.safetensors", t);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("w.safetensors"), std::string::npos) << e.what();
+    }
+  };
+  expect_fail({{"t", DType::F32, {4}, bytes_of(v)}}, "'t'");
+  expect_fail({{"t", DType::F32, {3}, bytes_of(v)}, {"t", DType::F32, {3}, bytes_of(v)}}, "twice");
+  expect_fail({{"t", DType::F32, {-3}, bytes_of(v)}}, "negative");
+  expect_fail({{"__metadata__", DType::F32, {3}, bytes_of(v)}}, "__metadata__");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "w.safetensors"));
+}
+
+}  // namespace
+}  // namespace molt
