@@ -53,6 +53,7 @@ void run(const GenerateArgs& a) {
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
   fmt::print("\n");
+  std::fflush(stdout);
   fmt::print(stderr, "{} prompt tokens in {:.1f} ms, {} tokens generated at {:.1f} tok/s\n",
              history.size() - generated, prefill_s * 1e3, generated,
              generated > 1 ? (generated - 1) / decode_s : 0.0);

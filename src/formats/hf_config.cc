@@ -12,7 +12,9 @@ namespace {
 using nlohmann::json;
 
 // Optional fields: absent and null both mean "use the default".
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+bool has(const json& j, const char* key) {
+  return j.contains(key) && !j[key].is_null();
+}
 
 int64_t as_int(const json& v, const std::string& src, const std::string& field) {
   if (!v.is_number_integer()) {
@@ -128,9 +130,10 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
   optional_string(j, src, "model_type", &c.model_type);
   qwen2 = qwen2 || (has(j, "model_type") && c.model_type == "qwen2");
   if (!qwen2) {
-    fail("{}: field 'architectures' is {} and model_type is '{}': molt runs Qwen2ForCausalLM "
-         "(model_type qwen2) only",
-         src, archs, has(j, "model_type") ? c.model_type : "(absent)");
+    fail(
+        "{}: field 'architectures' is {} and model_type is '{}': molt runs Qwen2ForCausalLM "
+        "(model_type qwen2) only",
+        src, archs, has(j, "model_type") ? c.model_type : "(absent)");
   }
   c.architecture = "Qwen2ForCausalLM";
 
@@ -157,9 +160,10 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     require_positive(src, "head_dim", c.head_dim);
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
-      fail("{}: field 'num_attention_heads' ({}) must divide hidden_size ({}) when head_dim is "
-           "not given",
-           src, c.num_attention_heads, c.hidden_size);
+      fail(
+          "{}: field 'num_attention_heads' ({}) must divide hidden_size ({}) when head_dim is "
+          "not given",
+          src, c.num_attention_heads, c.hidden_size);
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
@@ -211,8 +215,8 @@ ModelConfig load_model_config(const std::filesystem::path& dir) {
   if (std::filesystem::exists(gen_path)) {
     const std::string src = gen_path.string();
     json g = read_json_file(gen_path);
-    if (!g.is_object()) fail("{}: generation config is a JSON {}, expected an object", src,
-                             g.type_name());
+    if (!g.is_object())
+      fail("{}: generation config is a JSON {}, expected an object", src, g.type_name());
     // generation_config.json is what generate() obeys, so its eos list wins.
     if (has(g, "eos_token_id")) c.eos_token_ids = token_ids(g["eos_token_id"], src, "eos_token_id");
   }

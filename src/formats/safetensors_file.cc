@@ -73,9 +73,10 @@ int64_t checked_numel(const std::string& file, const std::string& name,
 TensorView parse_entry(const std::string& file, const std::string& name, const nlohmann::json& e,
                        uint64_t data_size, uint64_t* begin_out) {
   if (!e.is_object()) {
-    fail("{}: tensor '{}': header entry is a {}, expected an object with dtype, shape, "
-         "data_offsets",
-         file, name, e.type_name());
+    fail(
+        "{}: tensor '{}': header entry is a {}, expected an object with dtype, shape, "
+        "data_offsets",
+        file, name, e.type_name());
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!e.contains(field)) fail("{}: tensor '{}': missing field '{}'", file, name, field);
@@ -109,16 +110,18 @@ TensorView parse_entry(const std::string& file, const std::string& name, const n
            d.dump());
     }
     int64_t v = d.get<int64_t>();
-    if (v < 0) fail("{}: tensor '{}': field 'shape' dimension {} is negative ({})", file, name, i, v);
+    if (v < 0)
+      fail("{}: tensor '{}': field 'shape' dimension {} is negative ({})", file, name, i, v);
     t.shape.push_back(v);
   }
 
   const auto& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned()) {
-    fail("{}: tensor '{}': field 'data_offsets' is {}, expected two non-negative integers "
-         "[begin, end]",
-         file, name, off.dump());
+    fail(
+        "{}: tensor '{}': field 'data_offsets' is {}, expected two non-negative integers "
+        "[begin, end]",
+        file, name, off.dump());
   }
   uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
   if (en < b) {
@@ -133,9 +136,10 @@ TensorView parse_entry(const std::string& file, const std::string& name, const n
   uint64_t want;
   if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(t.dtype), &want) ||
       want != en - b) {
-    fail("{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {} × {} "
-         "bytes",
-         file, name, b, en, en - b, sh.dump(), dts, numel, dtype_size(t.dtype));
+    fail(
+        "{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {} × {} "
+        "bytes",
+        file, name, b, en, en - b, sh.dump(), dts, numel, dtype_size(t.dtype));
   }
   t.nbytes = static_cast<size_t>(en - b);
   *begin_out = b;
@@ -164,7 +168,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("{}: cannot open safetensors file: {}", file, std::strerror(errno));
   FdCloser closer{fd};
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) fail("{}: cannot stat: {}", file, std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", file);
   const size_t size = static_cast<size_t>(st.st_size);

@@ -14,7 +14,9 @@ namespace {
 
 constexpr size_t kAlign = 8;
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // Checks names and byte sizes before anything touches the disk.
 void check_tensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors) {

@@ -1,9 +1,10 @@
 // A checkpoint's weights across one file or the shards named by a Hugging Face index.
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "molt/common/error.h"
-#include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 
 namespace molt {
@@ -19,6 +20,35 @@ void check_shard_name(const std::string& index, const std::string& tensor,
     fail("{}: weight_map['{}']: shard '{}' is not a file name inside the checkpoint folder", index,
          tensor, shard);
   }
+}
+
+// Reads the index, refusing a tensor listed twice in weight_map (JSON keeps only the last,
+// which would silently pick one of two shards).
+nlohmann::json read_index(const std::filesystem::path& path) {
+  const std::string index = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open index", index);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string top_key, duplicate;
+  std::set<std::string> seen;
+  auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (ev != nlohmann::json::parse_event_t::key) return true;
+    const auto& k = parsed.get_ref<const std::string&>();
+    if (depth == 1) top_key = k;
+    if (depth == 2 && top_key == "weight_map" && !seen.insert(k).second && duplicate.empty()) {
+      duplicate = k;
+    }
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str(), cb);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{}: malformed JSON at byte {}: {}", index, e.byte, e.what());
+  }
+  if (!duplicate.empty()) fail("{}: weight_map lists tensor '{}' twice", index, duplicate);
+  return j;
 }
 
 }  // namespace
@@ -40,11 +70,12 @@ WeightStore WeightStore::open_dir(const std::filesystem::path& dir) {
   }
 
   const std::string index = index_path.string();
-  nlohmann::json j = read_json_file(index_path);
+  nlohmann::json j = read_index(index_path);
   if (!j.is_object()) fail("{}: index is a JSON {}, expected an object", index, j.type_name());
   if (j.contains("metadata")) {
     const auto& m = j["metadata"];
-    if (!m.is_object()) fail("{}: field 'metadata' is a {}, expected an object", index, m.type_name());
+    if (!m.is_object())
+      fail("{}: field 'metadata' is a {}, expected an object", index, m.type_name());
     if (m.contains("total_size") && !m["total_size"].is_number()) {
       fail("{}: field 'metadata.total_size' is a {}, expected a number", index,
            m["total_size"].type_name());

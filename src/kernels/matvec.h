@@ -13,4 +13,7 @@ void matvec_dispatch(const WeightMatrix& w, const float* x, float* y);
 // dst[n] = f32 of n BF16 or F16 values.
 void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst);
 
+// The SIMD target dispatch picks on this CPU ("AVX2", "AVX3", ...), for benchmark reports.
+const char* simd_target_name();
+
 }  // namespace molt

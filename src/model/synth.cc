@@ -109,13 +109,15 @@ void write_synthetic_checkpoint(const ModelConfig& c, const SynthOptions& o,
                                 const std::filesystem::path& dir) {
   const int64_t d = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
   const int64_t L = c.num_hidden_layers;
-  // Residual branches are scaled by 1/sqrt(2L) (GPT-2 style) so the stream stays O(1).
-  const float branch = 1.0f / std::sqrt(2.0f * static_cast<float>(L));
+  // Every branch adds O(1) to the residual stream, so after L layers it is O(sqrt(L)) and the
+  // embedding no longer dominates: tied logits are then spread (std ≈ 3), not a copy of the
+  // input token as they would be if the stream stayed close to its embedding.
+  const float branch = 1.0f;
   std::vector<Tensor> ts;
   auto add = [&](std::string name, std::vector<int64_t> shape, float std, float offset = 0) {
     ts.push_back(Tensor{std::move(name), std::move(shape), std, offset, {}});
   };
-  add("model.embed_tokens.weight", {c.vocab_size, d}, 1.0f / std::sqrt(static_cast<float>(d)) * 4);
+  add("model.embed_tokens.weight", {c.vocab_size, d}, 3.0f / std::sqrt(static_cast<float>(d)));
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, d}, 1.0f / std::sqrt(float(d)));
   add("model.norm.weight", {d}, 0.02f, 1.0f);
   for (int64_t l = 0; l < L; ++l) {
@@ -150,8 +152,10 @@ void write_synthetic_checkpoint(const ModelConfig& c, const SynthOptions& o,
 
   ModelConfig written = c;
   written.torch_dtype = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
-  write_json(dir / "config.json", model_config_to_json(written));
+  // As in the real release: config.json names one eos id, generation_config.json all of them.
   write_json(dir / "generation_config.json", generation_config_to_json(written));
+  if (!written.eos_token_ids.empty()) written.eos_token_ids.resize(1);
+  write_json(dir / "config.json", model_config_to_json(written));
   write_safetensors_sharded(dir, out, o.max_shard_bytes, {{"format", "pt"}});
 }
 

@@ -30,13 +30,13 @@ class PairMap {
     int32_t result;
   };
   explicit PairMap(size_t n = 0);
-  // Returns false when the pair is already present (the earlier, lower rank wins).
-  bool insert(int32_t left, int32_t right, Merge m);
+  // A pair listed twice keeps its last rank, as Hugging Face's merge map does.
+  void insert(int32_t left, int32_t right, Merge m);
   const Merge* find(int32_t left, int32_t right) const {
     const uint64_t key = pack(left, right);
     for (size_t i = slot(key);; i = (i + 1) & mask_) {
-      if (keys_[i] == key) return &values_[i];
-      if (keys_[i] == kEmpty) return nullptr;
+      if (slots_[i].key == key) return &slots_[i].merge;
+      if (slots_[i].key == kEmpty) return nullptr;
     }
   }
   size_t size() const { return size_; }
@@ -47,8 +47,12 @@ class PairMap {
     return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
   }
   size_t slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
-  std::vector<uint64_t> keys_;
-  std::vector<Merge> values_;
+  // Key and value side by side: a lookup touches one cache line.
+  struct Slot {
+    uint64_t key;
+    Merge merge;
+  };
+  std::vector<Slot> slots_;
   size_t mask_ = 0, size_ = 0;
   int shift_ = 64;
 };

@@ -5,9 +5,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 
 #include "molt/common/error.h"
 #include "test_util.h"
@@ -33,12 +33,10 @@ struct Sample {
     f16.push_back(f32_to_f16(0.5f));  // 7 elements: 14 bytes, not a multiple of 8
   }
   std::vector<TensorToWrite> tensors() const {
-    return {{"z.f32", DType::F32, {2, 3}, bytes_of(f32)},
-            {"a.f16", DType::F16, {7}, bytes_of(f16)},
-            {"m.bf16", DType::BF16, {3, 2}, bytes_of(bf16)},
-            {"b.i8", DType::I8, {5}, bytes_of(i8)},
-            {"c.u32", DType::U32, {1, 3}, bytes_of(u32)},
-            {"empty", DType::F32, {0, 4}, {}}};
+    return {
+        {"z.f32", DType::F32, {2, 3}, bytes_of(f32)},    {"a.f16", DType::F16, {7}, bytes_of(f16)},
+        {"m.bf16", DType::BF16, {3, 2}, bytes_of(bf16)}, {"b.i8", DType::I8, {5}, bytes_of(i8)},
+        {"c.u32", DType::U32, {1, 3}, bytes_of(u32)},    {"empty", DType::F32, {0, 4}, {}}};
   }
 };
 

@@ -24,7 +24,9 @@ struct Checkpoint {
       for (int k = 0; k < 256; ++k) data.back()[k] = static_cast<float>(i * 1000 + k);
     }
     for (int i = 0; i < 12; ++i) {
-      tensors.push_back({fmt::format("model.layers.{}.w", i), DType::F32, {256},
+      tensors.push_back({fmt::format("model.layers.{}.w", i),
+                         DType::F32,
+                         {256},
                          std::as_bytes(std::span<const float>(data[i]))});
     }
   }
@@ -163,6 +165,15 @@ TEST_F(BadIndex, WeightMapMissingOrIllTyped) {
   j = index();
   j["metadata"]["total_size"] = "big";
   expect_mentions(open_with(j), {"total_size"});
+}
+
+TEST_F(BadIndex, TensorListedTwice) {
+  std::string text = index().dump();
+  auto at = text.find("\"model.layers.0.w\"");
+  text.insert(at, "\"model.layers.9.w\": \"model-00001-of-00003.safetensors\", ");
+  test::write_file(tmp / "model.safetensors.index.json", text);
+  std::string e = error_of([&] { WeightStore::open_dir(tmp.path()); });
+  expect_mentions(e, {"weight_map lists tensor 'model.layers.9.w' twice"});
 }
 
 TEST_F(BadIndex, MalformedIndexJson) {

@@ -8,6 +8,7 @@
 
 #include "kernels_test_util.h"
 #include "molt/common/error.h"
+#include "molt/kernels/threads.h"
 
 namespace molt {
 namespace {
@@ -74,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            Case{3, 1, 64, 0, 5}, Case{3, 1, 64, 40, 3},
                                            Case{14, 2, 64, 0, 37}, Case{14, 2, 64, 11, 70},
                                            Case{7, 1, 128, 0, 130}, Case{7, 1, 128, 200, 1},
-                                           Case{12, 2, 128, 5, 16}, Case{6, 6, 20, 3, 65}),
+                                           Case{12, 2, 128, 5, 16}, Case{6, 6, 20, 3, 65},
+                                           Case{7, 1, 64, 1100, 1}, Case{14, 2, 64, 600, 2}),
                          [](const auto& info) {
                            const Case& c = info.param;
                            return std::to_string(c.n_heads) + "h" + std::to_string(c.n_kv) +
@@ -82,9 +84,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                   std::to_string(c.p0) + "_n" + std::to_string(c.n);
                          });
 
-TEST(Attention, PrefillEqualsTokenByTokenDecode) {
+class AttentionPerTarget : public test::PerSimdTarget {};
+MOLT_INSTANTIATE_PER_SIMD_TARGET(AttentionPerTarget);
+
+TEST_P(AttentionPerTarget, PrefillEqualsTokenByTokenDecode) {
   const AttentionShape s{14, 2, 64};
-  const int64_t n = 100, qw = 14 * 64, kw = 2 * 64;
+  const int64_t n = 40, qw = 14 * 64, kw = 2 * 64;
   const auto q = random_floats(static_cast<size_t>(n * qw), 4);
   const auto k = random_floats(static_cast<size_t>(n * kw), 5);
   const auto v = random_floats(static_cast<size_t>(n * kw), 6);
@@ -94,6 +99,27 @@ TEST(Attention, PrefillEqualsTokenByTokenDecode) {
     attention(s, q.data() + i * qw, k.data(), v.data(), i, 1, one.data() + i * qw);
   }
   for (size_t i = 0; i < all.size(); ++i) ASSERT_NEAR(all[i], one[i], 1e-5) << i;
+}
+
+TEST(Attention, LongCacheSplitOverThreadsMatchesOneThread) {
+  // Four threads on one KV head: the keys are split four ways and merged.
+  const AttentionShape s{7, 1, 64};
+  const int64_t p0 = 1500;
+  const auto q = random_floats(7 * 64, 7, -3, 3);
+  const auto k = random_floats(static_cast<size_t>((p0 + 1) * 64), 8, -3, 3);
+  const auto v = random_floats(static_cast<size_t>((p0 + 1) * 64), 9);
+  std::vector<float> split(7 * 64), whole(7 * 64);
+  const int before = num_threads();
+  set_num_threads(4);
+  attention(s, q.data(), k.data(), v.data(), p0, 1, split.data());
+  set_num_threads(1);
+  attention(s, q.data(), k.data(), v.data(), p0, 1, whole.data());
+  set_num_threads(before);
+  const auto ref = reference(s, q, k, v, p0, 1);
+  for (size_t i = 0; i < split.size(); ++i) {
+    ASSERT_NEAR(split[i], ref[i], 2e-5) << i;
+    ASSERT_NEAR(whole[i], ref[i], 2e-5) << i;
+  }
 }
 
 TEST(Attention, RejectsBadShapes) {

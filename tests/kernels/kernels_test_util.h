@@ -1,10 +1,14 @@
 // Random inputs and 16-bit weight storage shared by the kernel tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "molt/common/dtype.h"
 #include "molt/kernels/linear.h"
 
@@ -47,5 +51,22 @@ inline TestWeights make_weights(DType dtype, int64_t rows, int64_t cols, uint32_
   }
   return t;
 }
+
+// Fixture base for tests run once per compiled SIMD target this CPU can execute (AVX3, AVX2,
+// SSE4, scalar, ...): dispatch is mocked to the target of the parameter.
+class PerSimdTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+};
+
+inline std::string simd_target_param_name(const ::testing::TestParamInfo<int64_t>& info) {
+  return hwy::TargetName(info.param);
+}
+
+#define MOLT_INSTANTIATE_PER_SIMD_TARGET(fixture)                                    \
+  INSTANTIATE_TEST_SUITE_P(Simd, fixture,                                            \
+                           ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()), \
+                           ::molt::test::simd_target_param_name)
 
 }  // namespace molt::test

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include "hwy/targets.h"
+#include "kernels/matvec.h"
 #include "kernels_test_util.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
@@ -113,6 +115,34 @@ TEST(Linear, MatvecSameResultForAnyThreadCount) {
   matvec(w.view(), x.data(), y2.data());
   set_num_threads(before);
   EXPECT_EQ(y1, y2);  // each row is summed by one thread in a fixed order
+}
+
+// The CI machine runs one SIMD target; mock the CPU so every compiled one (AVX3, AVX2, SSE4,
+// scalar, ...) that this CPU can execute is checked.
+TEST(Linear, EverySimdTargetMatchesReference) {
+  std::vector<std::string> seen;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    seen.push_back(simd_target_name());
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+      for (int64_t cols : {7, 64, 897}) {
+        const auto w = make_weights(dtype, 13, cols, 10);
+        const auto x = random_floats(static_cast<size_t>(cols), 11);
+        std::vector<float> y(13), row(static_cast<size_t>(cols));
+        matvec(w.view(), x.data(), y.data());
+        expect_close(w, x, 1, y, seen.back() + " " + std::string(dtype_name(dtype)));
+        dequantize_row(w.view(), 12, row.data());
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(row[static_cast<size_t>(c)], w.exact[static_cast<size_t>(12 * cols + c)]);
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  std::string names;
+  for (const auto& n : seen) names += n + " ";
+  RecordProperty("targets", names);
+  EXPECT_GE(seen.size(), 2u) << names;  // at least the best target and the scalar fallback
 }
 
 TEST(Linear, RejectsUnsupportedDtype) {

@@ -12,7 +12,10 @@ namespace {
 
 using test::random_floats;
 
-TEST(Ops, RmsnormMatchesDoubleReference) {
+class Ops : public test::PerSimdTarget {};
+MOLT_INSTANTIATE_PER_SIMD_TARGET(Ops);
+
+TEST_P(Ops, RmsnormMatchesDoubleReference) {
   for (int64_t n : {1, 20, 896, 897}) {
     const auto x = random_floats(static_cast<size_t>(n), 1, -3.0f, 3.0f);
     const auto w = random_floats(static_cast<size_t>(n), 2, 0.5f, 1.5f);
@@ -28,7 +31,7 @@ TEST(Ops, RmsnormMatchesDoubleReference) {
   }
 }
 
-TEST(Ops, RmsnormMayWorkInPlace) {
+TEST_P(Ops, RmsnormMayWorkInPlace) {
   auto x = random_floats(97, 3);
   const auto w = random_floats(97, 4);
   std::vector<float> out(97);
@@ -37,7 +40,7 @@ TEST(Ops, RmsnormMayWorkInPlace) {
   EXPECT_EQ(x, out);
 }
 
-TEST(Ops, SoftmaxMatchesDoubleReferenceAndIsStable) {
+TEST_P(Ops, SoftmaxMatchesDoubleReferenceAndIsStable) {
   for (float spread : {1.0f, 30.0f, 1000.0f}) {
     for (int64_t n : {1, 7, 897}) {
       auto x = random_floats(static_cast<size_t>(n), 5, -spread, spread);
@@ -57,7 +60,7 @@ TEST(Ops, SoftmaxMatchesDoubleReferenceAndIsStable) {
   }
 }
 
-TEST(Ops, SiluMulMatchesDoubleReference) {
+TEST_P(Ops, SiluMulMatchesDoubleReference) {
   auto gate = random_floats(897, 6, -8.0f, 8.0f);
   const auto up = random_floats(897, 7, -2.0f, 2.0f);
   const auto g0 = gate;
@@ -69,7 +72,7 @@ TEST(Ops, SiluMulMatchesDoubleReference) {
   }
 }
 
-TEST(Ops, SiluMulSaturatesWithoutNan) {
+TEST_P(Ops, SiluMulSaturatesWithoutNan) {
   float gate[3] = {-200.0f, 200.0f, 0.0f};
   const float up[3] = {1.0f, 1.0f, 5.0f};
   silu_mul(gate, up, 3);
@@ -78,7 +81,7 @@ TEST(Ops, SiluMulSaturatesWithoutNan) {
   EXPECT_EQ(gate[2], 0.0f);
 }
 
-TEST(Ops, AddInplaceAndDot) {
+TEST_P(Ops, AddInplaceAndDot) {
   for (int64_t n : {0, 1, 20, 897}) {
     auto y = random_floats(static_cast<size_t>(n), 8);
     const auto x = random_floats(static_cast<size_t>(n), 9);

@@ -7,7 +7,7 @@ ids, following transformers' modeling_qwen2.py step by step (eager attention, no
 
   h = embed_tokens[ids]
   per layer:  x = RMSNorm(h) · w_in
-              q, k, v = x Wqᵀ + bq, x Wkᵀ + bk, x Wvᵀ + bv      (per head: [T, heads, head_dim])
+              q, k, v = x Wqᵀ + bq, x Wkᵀ + bk, x Wvᵀ + bv   (per head: [T, heads, head_dim])
               q, k = rotate_half RoPE at positions 0..T-1
               k, v repeated n_heads / n_kv_heads times (repeat_kv)
               a = softmax(q kᵀ / sqrt(head_dim) + causal mask) v
@@ -44,7 +44,9 @@ class Config:
             j = json.load(f)
         archs = j.get("architectures") or ["Qwen2ForCausalLM"]
         if j.get("model_type", "qwen2") != "qwen2" or archs[0] != "Qwen2ForCausalLM":
-            raise ValueError(f"{path}: not a Qwen2ForCausalLM checkpoint ({archs}, {j.get('model_type')})")
+            raise ValueError(
+                f"{path}: not a Qwen2ForCausalLM checkpoint ({archs}, {j.get('model_type')})"
+            )
         if j.get("hidden_act", "silu") != "silu":
             raise ValueError(f"{path}: hidden_act {j['hidden_act']} is not silu")
         if j.get("rope_scaling"):

@@ -116,7 +116,8 @@ def check(d):
         e = rel_err(m(d).logits(ids), full)
         caught = e > 10 * TOLERANCE
         # A GQA head-order bug is invisible with one kv head or one query head per kv head.
-        invisible = m is KvHeadModulo and ref.cfg.num_key_value_heads in (1, ref.cfg.num_attention_heads)
+        kv = ref.cfg.num_key_value_heads
+        invisible = m is KvHeadModulo and kv in (1, ref.cfg.num_attention_heads)
         ok &= caught or invisible
         note = "" if caught else " (invisible here)" if invisible else " (NOT CAUGHT)"
         line.append(f"{m.__name__} {e:.0e}{note}")

@@ -140,7 +140,7 @@ def tokenizer_json(id_to_str, merges):
         "decoder": dict(byte_level),
         "model": {"type": "BPE", "dropout": None, "unk_token": None,
                   "continuing_subword_prefix": "", "end_of_word_suffix": "",
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "fuse_unk": False, "byte_fallback": False,
                   "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]},
     }
 

@@ -24,8 +24,8 @@ struct SynthOptions {
 };
 
 // Writes config.json, generation_config.json and model.safetensors (or shards + index).
-// Weights are uniform with the variance of N(0, 1/fan_in) scaled so that the residual
-// stream stays O(1) through every layer; norms are 1, biases small.
+// Weights are uniform with the variance of N(0, 1/fan_in): every layer adds O(1) to the residual
+// stream, which stays finite through every layer; norms are 1, biases small.
 void write_synthetic_checkpoint(const ModelConfig& config, const SynthOptions& options,
                                 const std::filesystem::path& dir);
 

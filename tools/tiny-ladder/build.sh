@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Rebuilds the tiny ladder from scratch with fixed seeds: corpus -> tokenizer ->
+# training (l, m, s) -> export -> needle set -> evaluation -> curves.
+# Not run in CI: training takes CPU hours. Knobs (environment):
+#   THREADS=1             torch threads per training run
+#   TRAIN_TOKENS=60e6     token budget per rung
+#   SIZES="s m l"         rungs to train
+#   KEEP_WORK=1           keep tools/tiny-ladder/work (resume training instead of restarting)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+work="$here/work"
+out="$root/models/tiny-ladder"
+py=/usr/bin/python3   # Debian's python, where python3-torch lives
+
+# Corpus sources and the Python side come from Debian main.
+MOLT_EXTRA_PACKAGES="linux-source-6.1 python3.11-doc python3-torch python3-numpy python3-regex python3-matplotlib" \
+  "$root/scripts/install-deps.sh"
+
+THREADS="${THREADS:-1}"
+TRAIN_TOKENS="${TRAIN_TOKENS:-60e6}"
+SIZES="${SIZES:-s m l}"
+if [[ "${KEEP_WORK:-0}" != 1 ]]; then
+  rm -rf "$work/corpus" "$work/tokenizer" "$work/data" "$work/runs"
+fi
+mkdir -p "$work/logs" "$out/data"
+
+cd "$here"
+"$py" corpus.py --work "$work" --seed 1234
+"$py" bpe.py --work "$work" --vocab-size 4096
+for size in $SIZES; do
+  "$py" train.py --size "$size" --work "$work" --threads "$THREADS" --seed 1 \
+    --max-tokens "$TRAIN_TOKENS" 2>&1 | tee "$work/logs/train_$size.log"
+done
+"$py" export.py --work "$work" --out "$out" --sizes "$(echo $SIZES | tr ' ' ',')"
+
+# Committed evaluation data: the held-out test split as plain text and a fixed needle set.
+"$py" - "$work/corpus/test.jsonl" "$out/data/test.txt" <<'EOF'
+import json, sys
+docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
+open(sys.argv[2], "w", encoding="utf-8").write("\n\n".join(docs) + "\n")
+EOF
+"$py" episodes.py --work "$work" --out "$out/data/needles.jsonl" --seed 99 --count 30
+"$py" evaluate.py --work "$work" --ladder "$out" --threads "$THREADS" --sizes "$(echo $SIZES | tr ' ' ',')"
+"$py" plot.py --work "$work" --out "$out"
+echo "tiny-ladder: done -> $out"
