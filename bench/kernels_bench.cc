@@ -7,6 +7,7 @@
 // Matmul (prefill) and attention report GFLOP/s.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -72,6 +73,25 @@ void add_rate(benchmark::State& state, const char* name, double per_iteration) {
       benchmark::Counter(per_iteration * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
+
+// The bound: STREAM triad and a read-only sum over 128 MiB arrays, best of the runs.
+void BM_Triad(benchmark::State& state) {
+  set_num_threads(static_cast<int>(state.range(0)));
+  double best = 0;
+  for (auto _ : state) best = std::max(best, measure_triad_bandwidth_gbs(128, 5));
+  state.counters["GB/s"] = best;
+  set_num_threads(0);
+}
+BENCHMARK(BM_Triad)->ArgName("thr")->Arg(1)->Arg(2)->Iterations(2)->Unit(benchmark::kMillisecond);
+
+void BM_ReadSum(benchmark::State& state) {
+  set_num_threads(static_cast<int>(state.range(0)));
+  double best = 0;
+  for (auto _ : state) best = std::max(best, measure_read_bandwidth_gbs(256, 5));
+  state.counters["GB/s"] = best;
+  set_num_threads(0);
+}
+BENCHMARK(BM_ReadSum)->ArgName("thr")->Arg(1)->Arg(2)->Iterations(2)->Unit(benchmark::kMillisecond);
 
 // Args: dtype, rows, cols, threads, cold.
 void BM_Matvec(benchmark::State& state) {

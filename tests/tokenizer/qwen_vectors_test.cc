@@ -6,6 +6,7 @@
 
 #include "qwen_vocab.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/spec.h"
 
 namespace molt {
@@ -93,14 +94,14 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
   MOLT_REQUIRE_SHARED(dir);
   const Tokenizer& ref = test::qwen_tiktoken(dir);
   const tok::TokenizerSpec ranks = tok::load_tiktoken(dir / "qwen.tiktoken");
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  nlohmann::json vocab = nlohmann::json::object();
   for (size_t i = 0; i < ranks.vocab.size(); ++i) vocab[tok::byte_level_encode(ranks.vocab[i])] = i;
-  nlohmann::ordered_json merges = nlohmann::ordered_json::array();
+  nlohmann::json merges = nlohmann::json::array();
   for (const auto& [l, r] : ranks.merges) {
     merges.push_back({tok::byte_level_encode(ranks.vocab[l]), tok::byte_level_encode(ranks.vocab[r])});
   }
-  nlohmann::ordered_json added = nlohmann::ordered_json::array();
-  nlohmann::ordered_json decoder = nlohmann::ordered_json::object();
+  nlohmann::json added = nlohmann::json::array();
+  nlohmann::json decoder = nlohmann::json::object();
   for (const AddedToken& a : ref.added_tokens()) {
     const bool special = a.id <= 151656;  // as in Qwen2.5's tokenizer.json
     added.push_back({{"id", a.id}, {"content", a.content}, {"single_word", false},
@@ -108,7 +109,7 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
                      {"special", special}});
     decoder[std::to_string(a.id)] = {{"content", a.content}, {"special", special}};
   }
-  nlohmann::ordered_json j = {
+  nlohmann::json j = {
       {"version", "1.0"},
       {"added_tokens", added},
       {"normalizer", {{"type", "NFC"}}},
@@ -116,7 +117,7 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
        {{"type", "Sequence"},
         {"pretokenizers",
          {{{"type", "Split"},
-           {"pattern", {{"Regex", std::string(tok::kQwen2PatternForTests)}}},
+           {"pattern", {{"Regex", std::string(tok::kQwen2Pattern)}}},
            {"behavior", "Isolated"},
            {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
@@ -139,7 +140,7 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
   test::write_file(slow / "vocab.json", vocab.dump());
   std::filesystem::copy_file(dir / "merges.txt", slow / "merges.txt");
   test::write_file(slow / "tokenizer_config.json",
-                   nlohmann::ordered_json({{"added_tokens_decoder", decoder},
+                   nlohmann::json({{"added_tokens_decoder", decoder},
                                            {"tokenizer_class", "Qwen2Tokenizer"}})
                        .dump());
   auto from_slow = Tokenizer::load(slow.path());
