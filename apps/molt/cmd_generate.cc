@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "ladder_cli.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/model/model.h"
@@ -16,6 +17,9 @@ namespace {
 
 struct GenerateArgs {
   std::string model, ids;
+  std::string prompt;  // text prompt (ladder mode; single-model mode reads --ids)
+  bool chat = false;
+  LadderFlags ladder;  // --ladder and friends: see ladder_cli.h
   int max_tokens = 64;
   SamplingParams sampling;
   bool ignore_eos = false;
@@ -23,6 +27,12 @@ struct GenerateArgs {
 };
 
 void run(const GenerateArgs& a) {
+  if (!a.ladder.ladder.empty()) {
+    run_ladder_generate(a.ladder, {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads});
+    return;
+  }
+  if (a.model.empty()) fail("give --model DIR (one model) or --ladder FILE (an elastic ladder)");
+  if (!a.prompt.empty()) fail("--prompt: single-model mode reads token ids (--ids) for now");
   set_num_threads(a.threads);
   auto model = Model::load(a.model);
   const ModelConfig& c = model->config();
@@ -62,8 +72,11 @@ void run(const GenerateArgs& a) {
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* s = root.add_subcommand("generate", "Generate tokens from a model");
-  s->add_option("--model", a->model, "checkpoint directory")->required();
+  s->add_option("--model", a->model, "checkpoint directory");
   s->add_option("--ids", a->ids, "prompt token ids, e.g. \"1 2 3\"");
+  s->add_option("--prompt", a->prompt, "prompt text (with --ladder)");
+  s->add_flag("--chat", a->chat, "wrap the prompt in the chat template (with --ladder)");
+  add_ladder_flags(s, a->ladder);
   s->add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
   s->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
   s->add_option("--top-k", a->sampling.top_k, "keep the k most likely (0 = off)")->check(CLI::NonNegativeNumber);

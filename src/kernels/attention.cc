@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "hwy/contrib/math/math-inl.h"
@@ -47,75 +48,121 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 
-HWY_INLINE float DotHd(const float* a, const float* b, int64_t n) {
+// q · k over one head. Four accumulators: with one, the dependent FMAs of a 64-wide head
+// would take longer than the loads.
+HWY_INLINE float DotHd(const float* q, const float* k, int64_t n) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  auto s = hn::Zero(d);
+  auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) s = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s);
-  float r = hn::GetLane(hn::SumOfLanes(d, s));
-  for (; i < n; ++i) r += a[i] * b[i];
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    s0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, q + i + lanes), hn::LoadU(d, k + i + lanes), s1);
+    s2 = hn::MulAdd(hn::LoadU(d, q + i + 2 * lanes), hn::LoadU(d, k + i + 2 * lanes), s2);
+    s3 = hn::MulAdd(hn::LoadU(d, q + i + 3 * lanes), hn::LoadU(d, k + i + 3 * lanes), s3);
+  }
+  for (; i + lanes <= n; i += lanes) s0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), s0);
+  float r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  for (; i < n; ++i) r += q[i] * k[i];
   return r;
 }
 
-// out[n] += p * v[n]
-HWY_INLINE void Axpy(float p, const float* v, int64_t n, float* out) {
+// acc[c0, c0 + V·N) += Σ_j p[j] · v_j[c0, ...) for j in [0, len), with the V accumulators
+// kept in registers across the keys (no load/store chain through memory per key).
+template <int V>
+HWY_INLINE void AccumulateChunk(const float* p, const float* v, int64_t kv_stride, int64_t len,
+                                int64_t c0, float* acc) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const auto vp = hn::Set(d, p);
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    hn::StoreU(hn::MulAdd(vp, hn::LoadU(d, v + i), hn::LoadU(d, out + i)), d, out + i);
+  hn::Vec<DF> a[V];
+  for (int i = 0; i < V; ++i) a[i] = hn::LoadU(d, acc + c0 + i * lanes);
+  for (int64_t j = 0; j < len; ++j) {
+    const auto pj = hn::Set(d, p[j]);
+    const float* vj = v + j * kv_stride + c0;
+    for (int i = 0; i < V; ++i) a[i] = hn::MulAdd(pj, hn::LoadU(d, vj + i * lanes), a[i]);
   }
-  for (; i < n; ++i) out[i] += p * v[i];
+  for (int i = 0; i < V; ++i) hn::StoreU(a[i], d, acc + c0 + i * lanes);
 }
 
-// For each of the `group` heads: partial[g] = {max score m, Σ exp(s - m), Σ exp(s - m) v}
-// over keys [j0, j1). `scores` holds group × (j1 - j0) floats.
-void DecodePartial(const Layout& l, const float* q, const float* k, const float* v,
-                   const DecodeTask& t, float* scores, float* partial) {
+// acc[hd] += Σ_j p[j] · v_j over len keys, head_dim cut into register-sized chunks.
+HWY_INLINE void AccumulateValues(const float* p, const float* v, int64_t kv_stride, int64_t len,
+                                 int64_t hd, float* acc) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+  int64_t c0 = 0;
+  for (; c0 + 8 * lanes <= hd; c0 += 8 * lanes) AccumulateChunk<8>(p, v, kv_stride, len, c0, acc);
+  if (c0 + 4 * lanes <= hd) {
+    AccumulateChunk<4>(p, v, kv_stride, len, c0, acc);
+    c0 += 4 * lanes;
+  }
+  if (c0 + 2 * lanes <= hd) {
+    AccumulateChunk<2>(p, v, kv_stride, len, c0, acc);
+    c0 += 2 * lanes;
+  }
+  if (c0 + lanes <= hd) {
+    AccumulateChunk<1>(p, v, kv_stride, len, c0, acc);
+    c0 += lanes;
+  }
+  for (; c0 < hd; ++c0) {
+    float s = acc[c0];
+    for (int64_t j = 0; j < len; ++j) s += p[j] * v[j * kv_stride + c0];
+    acc[c0] = s;
+  }
+}
+
+// s[0, len) ← exp(s - max s); returns {max, Σ exp}.
+HWY_INLINE std::pair<float, float> ExpShifted(float* s, int64_t len) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  float m = s[0];
+  int64_t j = 0;
+  if (len >= lanes) {
+    auto vm = hn::LoadU(d, s);
+    for (j = lanes; j + lanes <= len; j += lanes) vm = hn::Max(vm, hn::LoadU(d, s + j));
+    m = hn::GetLane(hn::MaxOfLanes(d, vm));
+  }
+  for (; j < len; ++j) m = s[j] > m ? s[j] : m;
+  const auto vm = hn::Set(d, m);
+  auto vsum = hn::Zero(d);
+  for (j = 0; j + lanes <= len; j += lanes) {
+    const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
+    hn::StoreU(e, d, s + j);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  for (; j < len; ++j) sum += (s[j] = std::exp(s[j] - m));
+  return {m, sum};
+}
+
+// For each of the `group` query heads of one KV head: partial[g] = {max score m,
+// Σ exp(s - m), Σ exp(s - m) v} over keys [j0, j1). `scores` holds group × (j1 - j0) floats.
+void DecodePartial(const Layout& l, const float* q, const float* k, const float* v,
+                   const DecodeTask& t, float* scores, float* partial) {
   const int64_t len = t.j1 - t.j0, hd = l.hd;
   const float* qi = q + t.i * l.q_stride + t.kv_head * l.group * hd;
-  const float* kg = k + t.kv_head * hd;
-  const float* vg = v + t.kv_head * hd;
-  // Blocks of keys small enough to stay in L1 while every head of the group reads them.
-  constexpr int64_t kBlock = 32;
-  for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
-    const int64_t b1 = std::min(len, b0 + kBlock);
+  const float* kg = k + t.j0 * l.kv_stride + t.kv_head * hd;
+  const float* vg = v + t.j0 * l.kv_stride + t.kv_head * hd;
+  // Blocks of keys (16 KiB of K or V) stay in L1 while every head of the group reads them.
+  const int64_t block = std::max<int64_t>(16, 4096 / hd);
+  for (int64_t b0 = 0; b0 < len; b0 += block) {
+    const int64_t b1 = std::min(len, b0 + block);
     for (int64_t g = 0; g < l.group; ++g) {
       for (int64_t j = b0; j < b1; ++j) {
-        scores[g * len + j] = DotHd(qi + g * hd, kg + (t.j0 + j) * l.kv_stride, hd) * l.scale;
+        scores[g * len + j] = DotHd(qi + g * hd, kg + j * l.kv_stride, hd) * l.scale;
       }
     }
   }
   for (int64_t g = 0; g < l.group; ++g) {
-    float* s = scores + g * len;
     float* part = partial + g * (hd + 2);
-    float m = s[0];
-    for (int64_t j = 1; j < len; ++j) m = std::fmax(m, s[j]);
-    const auto vm = hn::Set(d, m);
-    auto vsum = hn::Zero(d);
-    int64_t j = 0;
-    for (; j + lanes <= len; j += lanes) {
-      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
-      hn::StoreU(e, d, s + j);
-      vsum = hn::Add(vsum, e);
-    }
-    float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-    for (; j < len; ++j) sum += (s[j] = std::exp(s[j] - m));
+    const auto [m, sum] = ExpShifted(scores + g * len, len);
     part[0] = m;
     part[1] = sum;
     std::fill(part + 2, part + 2 + hd, 0.0f);
   }
-  for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
-    const int64_t b1 = std::min(len, b0 + kBlock);
+  for (int64_t b0 = 0; b0 < len; b0 += block) {
+    const int64_t b1 = std::min(len, b0 + block);
     for (int64_t g = 0; g < l.group; ++g) {
-      float* acc = partial + g * (hd + 2) + 2;
-      for (int64_t j = b0; j < b1; ++j) {
-        Axpy(scores[g * len + j], vg + (t.j0 + j) * l.kv_stride, hd, acc);
-      }
+      AccumulateValues(scores + g * len + b0, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0, hd,
+                       partial + g * (hd + 2) + 2);
     }
   }
 }

@@ -116,10 +116,12 @@ KVCache Model::new_cache(int64_t capacity, bool keep_hidden) const {
 }
 
 void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden,
-                           KVCache& cache) const {
+                           KVCache& cache, int64_t last) const {
   const ModelConfig& c = config_;
   const int64_t d = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.intermediate_size;
+  if (last < 0) last = c.num_hidden_layers;
   if (first < 0 || first > c.num_hidden_layers) fail("forward_layers: bad first layer {}", first);
+  if (last < first || last > c.num_hidden_layers) fail("forward_layers: bad last layer {}", last);
   if (static_cast<int64_t>(hidden.size()) != n * d) {
     fail("forward_layers: hidden has {} floats, expected {} × {}", hidden.size(), n, d);
   }
@@ -130,7 +132,7 @@ void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float
 
   std::vector<float> xn(n * d), q(n * qd), att(n * qd), tmp(n * d), gate(n * ff), up(n * ff);
   float* x = hidden.data();
-  for (int64_t l = first; l < c.num_hidden_layers; ++l) {
+  for (int64_t l = first; l < last; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     if (cache.keeps_hidden()) {
       std::memcpy(cache.hidden(l).data() + p0 * d, x, sizeof(float) * n * d);
@@ -163,8 +165,21 @@ void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float
     linear(L.down, gate.data(), n, tmp.data());
     add_inplace(x, tmp.data(), n * d);
   }
-  if (cache.keeps_hidden()) {
+  if (cache.keeps_hidden() && last == c.num_hidden_layers) {
     std::memcpy(cache.hidden(c.num_hidden_layers).data() + p0 * d, x, sizeof(float) * n * d);
+  }
+}
+
+void Model::embed(std::span<const int32_t> tokens, std::span<float> out) const {
+  const int64_t n = static_cast<int64_t>(tokens.size()), d = config_.hidden_size;
+  if (static_cast<int64_t>(out.size()) != n * d) {
+    fail("embed: out has {} floats, expected {} × {}", out.size(), n, d);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab_size) {
+      fail("token id {} is out of range [0, {})", tokens[i], config_.vocab_size);
+    }
+    dequantize_row(weights_.embed, tokens[i], &out[i * d]);
   }
 }
 

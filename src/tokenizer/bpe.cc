@@ -39,10 +39,10 @@ Bpe::Bpe(std::vector<std::string> vocab, const std::vector<std::pair<int32_t, in
   token_to_id_.reserve(vocab_.size());
   for (size_t id = 0; id < vocab_.size(); ++id) {
     if (vocab_[id].empty()) continue;
-    auto [it, fresh] = token_to_id_.emplace(vocab_[id], static_cast<int32_t>(id));
-    if (!fresh) {
+    const int32_t earlier = token_to_id_.insert(vocab_[id], static_cast<int32_t>(id));
+    if (earlier >= 0) {
       fail("{}: token '{}' appears twice (ids {} and {})", source, byte_level_encode(vocab_[id]),
-           it->second, id);
+           earlier, id);
     }
   }
   byte_token_.fill(-1);

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/bytes_index.h"
+
 namespace molt::tok {
 
 struct StringHash {
@@ -64,6 +66,8 @@ class Bpe {
   // whole token maps to it directly (tokenizer.json "ignore_merges").
   Bpe(std::vector<std::string> vocab, const std::vector<std::pair<int32_t, int32_t>>& merges,
       bool ignore_merges, const std::string& source);
+  Bpe(const Bpe&) = delete;
+  Bpe& operator=(const Bpe&) = delete;
 
   // Appends the ids of one pre-tokenizer piece (non-empty bytes).
   void encode(std::string_view piece, std::vector<int32_t>& out) const;
@@ -71,10 +75,7 @@ class Bpe {
   void encode_uncached(std::string_view piece, std::vector<int32_t>& out) const;
 
   // -1 when absent.
-  int32_t token_id(std::string_view bytes) const {
-    auto it = token_to_id_.find(bytes);
-    return it == token_to_id_.end() ? -1 : it->second;
-  }
+  int32_t token_id(std::string_view bytes) const { return token_to_id_.find(bytes); }
   const std::vector<std::string>& vocab() const { return vocab_; }
   const PairMap& merges() const { return merges_; }
   void clear_cache() const;
@@ -85,7 +86,7 @@ class Bpe {
   void merge_large(std::string_view piece, std::vector<int32_t>& out) const;
 
   std::vector<std::string> vocab_;
-  StringMap<int32_t> token_to_id_;
+  BytesIndex token_to_id_;  // views into vocab_, which never changes after construction
   std::array<int32_t, 256> byte_token_{};
   PairMap merges_;
   bool ignore_merges_ = false;

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <climits>
 #include <string_view>
-#include <unordered_map>
 
 #include "molt/common/error.h"
+#include "tokenizer/bytes_index.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spec.h"
 
@@ -91,10 +91,10 @@ TokenizerSpec load_tiktoken(const std::filesystem::path& path) {
 }
 
 std::vector<std::pair<int32_t, int32_t>> merges_from_ranks(const std::vector<std::string>& vocab) {
-  std::unordered_map<std::string_view, int32_t> rank_of;
+  BytesIndex rank_of;
   rank_of.reserve(vocab.size());
   for (size_t r = 0; r < vocab.size(); ++r) {
-    if (!vocab[r].empty()) rank_of.emplace(vocab[r], static_cast<int32_t>(r));
+    if (!vocab[r].empty()) rank_of.insert(vocab[r], static_cast<int32_t>(r));
   }
   std::vector<std::pair<int32_t, int32_t>> merges;
   merges.reserve(vocab.size());
@@ -107,8 +107,8 @@ std::vector<std::pair<int32_t, int32_t>> merges_from_ranks(const std::vector<std
     for (size_t i = 0; i <= token.size(); ++i) starts[i] = i;
     // Rank of joining parts k and k + 1, if that token exists with a rank below r.
     auto join_rank = [&](size_t k) {
-      auto it = rank_of.find(token.substr(starts[k], starts[k + 2] - starts[k]));
-      return it != rank_of.end() && static_cast<size_t>(it->second) < r ? it->second : INT32_MAX;
+      const int32_t rank = rank_of.find(token.substr(starts[k], starts[k + 2] - starts[k]));
+      return rank >= 0 && static_cast<size_t>(rank) < r ? rank : INT32_MAX;
     };
     size_t parts = token.size();
     pair_rank.resize(parts);
@@ -126,10 +126,10 @@ std::vector<std::pair<int32_t, int32_t>> merges_from_ranks(const std::vector<std
       if (best + 1 < parts) pair_rank[best] = join_rank(best);
     }
     if (parts != 2) continue;  // no merge makes this token; BPE can never produce it
-    auto left = rank_of.find(token.substr(0, starts[1]));
-    auto right = rank_of.find(token.substr(starts[1]));
-    if (left == rank_of.end() || right == rank_of.end()) continue;  // a part is a raw byte pair
-    merges.emplace_back(left->second, right->second);
+    const int32_t left = rank_of.find(token.substr(0, starts[1]));
+    const int32_t right = rank_of.find(token.substr(starts[1]));
+    if (left < 0 || right < 0) continue;  // a part is bytes without a token
+    merges.emplace_back(left, right);
   }
   return merges;
 }

@@ -1,8 +1,10 @@
 // vocab.json + merges.txt (the "slow" Hugging Face files), or merges.txt alone.
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
-#include "tokenizer/bpe.h"
+#include "tokenizer/bytes_index.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spec.h"
@@ -59,7 +61,8 @@ TokenizerSpec load_vocab_merges(const std::filesystem::path& vocab_path,
   // The slow Qwen2Tokenizer hard-codes NFC and the Qwen2 pattern; these files store neither.
   spec.nfc = true;
   spec.splits.push_back({std::string(kQwen2Pattern), false});
-  StringMap<int32_t> by_bytes;
+  // Views into spec.vocab: it is sized once, before any view is taken, and never reallocated.
+  BytesIndex by_bytes;
 
   if (!vocab_path.empty()) {
     const std::string where = vocab_path.string();
@@ -67,28 +70,36 @@ TokenizerSpec load_vocab_merges(const std::filesystem::path& vocab_path,
     spec.format = "vocab.json+merges.txt";
     const nlohmann::json j = parse_json_file(vocab_path);
     if (!j.is_object()) fail("{}: expected a JSON object of token -> id", where);
+    std::vector<std::pair<int32_t, std::string>> entries;
+    entries.reserve(j.size());
+    int32_t max_id = -1;
     for (const auto& [name, v] : j.items()) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= (1 << 24)) {
         fail("{}: token '{}' has no valid id", where, name);
       }
-      const auto id = static_cast<int32_t>(v.get<int64_t>());
       std::optional<std::string> bytes = byte_level_decode(name);
       if (!bytes || bytes->empty()) fail("{}: token '{}' is not in the byte-level alphabet", where, name);
-      if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(id + 1);
+      entries.emplace_back(static_cast<int32_t>(v.get<int64_t>()), std::move(*bytes));
+      max_id = std::max(max_id, entries.back().first);
+    }
+    spec.vocab.resize(static_cast<size_t>(max_id + 1));
+    for (auto& [id, bytes] : entries) {
       if (!spec.vocab[id].empty()) fail("{}: id {} is used twice", where, id);
-      by_bytes.emplace(*bytes, id);
-      spec.vocab[id] = std::move(*bytes);
+      spec.vocab[id] = std::move(bytes);
+    }
+    by_bytes.reserve(spec.vocab.size());
+    for (size_t id = 0; id < spec.vocab.size(); ++id) {
+      if (!spec.vocab[id].empty()) by_bytes.insert(spec.vocab[id], static_cast<int32_t>(id));
     }
     spec.merges.reserve(lines.size());
     for (const MergeLine& m : lines) {
       int32_t ids[2];
       for (int k = 0; k < 2; ++k) {
-        auto it = by_bytes.find(decode_token(k == 0 ? m.left : m.right, merges_path, m.line));
-        if (it == by_bytes.end()) {
-          fail("{}: line {}: token '{}' is not in {}", merges_path.string(), m.line,
-               k == 0 ? m.left : m.right, where);
+        const std::string& name = k == 0 ? m.left : m.right;
+        ids[k] = by_bytes.find(decode_token(name, merges_path, m.line));
+        if (ids[k] < 0) {
+          fail("{}: line {}: token '{}' is not in {}", merges_path.string(), m.line, name, where);
         }
-        ids[k] = it->second;
       }
       spec.merges.emplace_back(ids[0], ids[1]);
     }
@@ -100,29 +111,30 @@ TokenizerSpec load_vocab_merges(const std::filesystem::path& vocab_path,
   spec.source = merges_path;
   spec.format = "merges.txt";
   spec.vocab.reserve(256 + lines.size());
+  by_bytes.reserve(256 + lines.size());
   for (uint8_t b : byte_alphabet_order()) {
     spec.vocab.emplace_back(1, static_cast<char>(b));
-    by_bytes.emplace(spec.vocab.back(), static_cast<int32_t>(spec.vocab.size() - 1));
+    by_bytes.insert(spec.vocab.back(), static_cast<int32_t>(spec.vocab.size() - 1));
   }
   for (const MergeLine& m : lines) {
     int32_t ids[2];
     std::string joined;
     for (int k = 0; k < 2; ++k) {
-      const std::string bytes = decode_token(k == 0 ? m.left : m.right, merges_path, m.line);
-      auto it = by_bytes.find(bytes);
-      if (it == by_bytes.end()) {
-        fail("{}: line {}: token '{}' is not made by an earlier merge", merges_path.string(), m.line,
-             k == 0 ? m.left : m.right);
+      const std::string& name = k == 0 ? m.left : m.right;
+      const std::string bytes = decode_token(name, merges_path, m.line);
+      ids[k] = by_bytes.find(bytes);
+      if (ids[k] < 0) {
+        fail("{}: line {}: token '{}' is not made by an earlier merge", merges_path.string(),
+             m.line, name);
       }
-      ids[k] = it->second;
       joined += bytes;
     }
     const auto id = static_cast<int32_t>(spec.vocab.size());
-    if (!by_bytes.emplace(joined, id).second) {
+    spec.vocab.push_back(std::move(joined));  // within the reserved capacity: views stay valid
+    if (by_bytes.insert(spec.vocab.back(), id) >= 0) {
       fail("{}: line {}: makes token '{}' a second time; ids are ambiguous without vocab.json",
-           merges_path.string(), m.line, byte_level_encode(joined));
+           merges_path.string(), m.line, byte_level_encode(spec.vocab.back()));
     }
-    spec.vocab.push_back(std::move(joined));
     spec.merges.emplace_back(ids[0], ids[1]);
   }
   return spec;

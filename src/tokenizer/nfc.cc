@@ -17,15 +17,15 @@ bool nfc_inert(char32_t c) {
 }
 
 std::string nfc(std::string_view text, bool& changed) {
-  size_t i = 0;
-  while (i < text.size()) {
+  bool inert = true;
+  for (size_t i = 0; i < text.size() && inert;) {
     if (static_cast<uint8_t>(text[i]) < 0x80) {
       ++i;
-      continue;
+    } else {
+      inert = nfc_inert(next_code_point(text, i));
     }
-    if (!nfc_inert(next_code_point(text, i))) break;
   }
-  if (i >= text.size()) {
+  if (inert) {
     changed = false;
     return {};
   }

@@ -70,8 +70,7 @@ struct RegexSplit::Code {
 RegexSplit::RegexSplit(std::string_view pattern, bool literal)
     : code_(std::make_unique<Code>()), pattern_(pattern), literal_(literal) {
   const std::string source = literal ? std::string(pattern) : rewrite_whitespace_escapes(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int err = 0;
   PCRE2_SIZE offset = 0;
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,

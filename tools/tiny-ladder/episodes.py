@@ -127,6 +127,11 @@ class Episodes:
         self.prose = prose_docs  # list of documents (str), paragraph separated
         self.im_start = tok.specials["<|im_start|>"]
         self.eot = tok.eot
+        # Whole-word vocabulary entries: strings of them are mostly unique tokens,
+        # the cleanest signal for an induction (copy) head to form on.
+        self.vocab_words = sorted(
+            w for w in (tok.decode([i]) for i in range(tok.n_vocab) if i not in tok.specials.values())
+            if len(w) >= 4 and w[0] == " " and w[1:].isascii() and w[1:].isalpha())
 
     def encode_pieces(self, pieces):
         """Encodes the joined text; marks tokens inside pieces flagged as targets.
@@ -151,7 +156,10 @@ class Episodes:
 
     # --- copy -------------------------------------------------------------------------
     def copy_episode(self, rng):
-        s = random_string(rng)
+        if rng.random() < 0.5:
+            s = "".join(rng.sample(self.vocab_words, rng.randint(6, 30))).strip()
+        else:
+            s = random_string(rng)
         fmt = rng.randrange(5)
         if fmt == 0:
             pieces = [(f"Repeat this string: {s}\n", False), (s, True), ("\n", False)]

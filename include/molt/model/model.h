@@ -55,11 +55,14 @@ class Model {
   std::vector<float> prefill(std::span<const int32_t> tokens, KVCache& cache) const;
   std::vector<float> decode(int32_t token, KVCache& cache) const;
 
-  // Runs layers [first, n_layers) for positions [p0, p0 + n) given the hidden states that
-  // enter layer `first` (hidden: [n × hidden_size]), writing their K/V into the cache rows.
-  // Used by selective recompute; equal bit for bit to what a full forward computes.
+  // Runs layers [first, last) (last < 0: to the end) for positions [p0, p0 + n) given the
+  // hidden states that enter layer `first` (hidden: [n × hidden_size]), writing their K/V into
+  // the cache rows; hidden is left holding the states entering layer `last`. Used by selective
+  // recompute and by healing (one layer at a time); equal bit for bit to a full forward.
   void forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden,
-                      KVCache& cache) const;
+                      KVCache& cache, int64_t last = -1) const;
+  // The embedding rows of `tokens`, f32: out is [n × hidden_size] (the input of layer 0).
+  void embed(std::span<const int32_t> tokens, std::span<float> out) const;
 
  private:
   Model() = default;

@@ -27,7 +27,7 @@ struct ToolCall {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
-  std::vector<ToolCall> tool_calls;  // assistant messages only
+  std::vector<ToolCall> tool_calls = {};  // assistant messages only
 };
 
 inline constexpr std::string_view kQwenDefaultSystemPrompt =

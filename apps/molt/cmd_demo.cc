@@ -1,0 +1,136 @@
+// molt demo: molt's main job on the bundled tiny ladder. One answer under spike_mid_answer with
+// the molt policy, printed as it streams, then the same prompt and trace under each condition
+// (A hold, B small, C reprefill, D molt, heal): killed?, stall at the seam, seam divergence.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "command.h"
+#include "ladder_cli.h"
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+#include "molt/ladder/synthetic.h"
+
+namespace molt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoArgs {
+  std::string ladder = "models/tiny-ladder/ladder.json";
+  std::string trace = "traces/spike_mid_answer.json";
+  std::string synthetic;
+  std::string prompt = "The scheduler picks the next task to run on each CPU.";
+  int max_tokens = 56;
+  int threads = 0;
+};
+
+std::string list(const std::vector<double>& v, const char* f) {
+  std::vector<std::string> s;
+  for (double x : v) s.push_back(fmt::format(fmt::runtime(f), x));
+  return fmt::format("{}", fmt::join(s, ", "));
+}
+
+// One condition line: killed?, stall at each seam, seam divergence.
+void condition_line(const std::string& label, const std::string& policy, const EventLog& log) {
+  std::vector<double> stall, kl, over;
+  std::vector<std::string> seams, notes;
+  for (const MigrationEvent& m : log.migrations) {
+    stall.push_back(m.ms);
+    if (std::isfinite(m.seam_kl)) kl.push_back(m.seam_kl);
+    over.push_back(m.peak_mib - m.budget_mib);
+    seams.push_back(fmt::format("{}→{} {:.1f}", m.from, m.to, m.ms));
+    if (m.policy != policy && std::find(notes.begin(), notes.end(), m.policy) == notes.end()) {
+      notes.push_back(m.policy);
+    }
+  }
+  const DoneEvent& d = log.done;
+  std::string stall_s = "—", kl_s = "—", peak_s = "—";
+  if (d.killed) {
+    stall_s = fmt::format("— (killed after token {})", d.tokens - 1);
+  } else if (stall.empty()) {
+    stall_s = fmt::format("— (no seam: {} throughout)", fmt::join(d.rungs_used, ", "));
+  } else {
+    stall_s = fmt::format("max {:.1f} ({})", *std::max_element(stall.begin(), stall.end()),
+                          fmt::join(seams, ", "));
+    const double worst = *std::max_element(over.begin(), over.end());
+    peak_s = worst > 0 ? fmt::format("+{:.1f} MiB over", worst) : "within budget";
+  }
+  if (!kl.empty()) {
+    double mean = 0;
+    for (double x : kl) mean += x;
+    kl_s = fmt::format("mean {:.3f} ({})", mean / static_cast<double>(kl.size()), list(kl, "{:.3f}"));
+  }
+  fmt::print("{:<13} killed={:<5}  tokens {:>3}  stall ms {:<46}  seam KL {:<30}  seam peak {}{}\n",
+             label, d.killed, d.tokens, stall_s, kl_s, peak_s,
+             notes.empty() ? "" : fmt::format("  [ran {}]", fmt::join(notes, ", ")));
+}
+
+void run(const DemoArgs& a) {
+  set_num_threads(a.threads);
+  fs::path manifest = a.ladder;
+  if (!a.synthetic.empty()) {
+    manifest = fs::path(a.synthetic) / "ladder.json";
+    if (!fs::exists(manifest)) {
+      fmt::print("writing a synthetic ladder (random weights, tiny-ladder sizes) to {}\n", a.synthetic);
+      write_synthetic_ladder(a.synthetic);
+    }
+  } else if (!fs::exists(manifest)) {
+    fail("{}: the tiny ladder is not here (build it with `make tiny-ladder`, pass --ladder FILE, or "
+         "run on random weights with --synthetic DIR)", manifest.string());
+  }
+  auto ladder = Ladder::open(manifest);
+  const PressureTrace trace = PressureTrace::load(a.trace);
+  SessionOptions base;
+  base.max_tokens = a.max_tokens;
+  const std::vector<int32_t> prompt = encode_prompt(*ladder, a.prompt, false, "", nullptr);
+  const int64_t context = static_cast<int64_t>(prompt.size()) + base.max_tokens;
+  ladder->reshape(FootprintShape{base.prefill_chunk, context, num_threads()});
+
+  fmt::print("molt demo · ladder {} · trace {} · {}\n", ladder->name(), trace.name, ladder->tokenizer_note());
+  print_ladder(stdout, *ladder, context);
+  for (const ManifestRoute& r : ladder->manifest().routes) {
+    if (r.method == "maps" && !r.maps_present()) {
+      fmt::print("  route {} → {}: no maps yet ({}): molt and heal re-prefill on it\n", r.from, r.to, r.maps.string());
+    }
+  }
+  fmt::print("prompt ({} tokens): {}\n\n", prompt.size(), a.prompt);
+
+  {
+    TraceBudget budget(trace);
+    StreamPrinter out(stdout);
+    SessionOptions o = base;
+    o.policy = Policy::kMolt;
+    Session(*ladder, budget, out, o).run(prompt);
+  }
+
+  fmt::print("\nsame prompt and trace, each condition (seam KL = KL(p_sender ‖ p_receiver) at the seam):\n");
+  const std::vector<std::pair<std::string, Policy>> conditions = {
+      {"A hold", Policy::kHold}, {"B small", Policy::kSmall}, {"C reprefill", Policy::kReprefill},
+      {"D molt", Policy::kMolt}, {"  heal", Policy::kHeal}};
+  for (const auto& [label, policy] : conditions) {
+    TraceBudget budget(trace);
+    EventLog log;
+    SessionOptions o = base;
+    o.policy = policy;
+    o.measure_seams = true;
+    Session(*ladder, budget, log, o).run(prompt);
+    condition_line(label, policy_name(policy), log);
+  }
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto a = std::make_shared<DemoArgs>();
+  CLI::App* s = root.add_subcommand("demo", "The tiny ladder under a mid-answer memory spike, condition by condition");
+  s->add_option("--ladder", a->ladder, "ladder manifest");
+  s->add_option("--trace", a->trace, "pressure trace");
+  s->add_option("--synthetic", a->synthetic, "use (or write) a random-weight ladder in this folder");
+  s->add_option("--prompt", a->prompt, "prompt text");
+  s->add_option("--max-tokens", a->max_tokens, "answer length")->check(CLI::PositiveNumber);
+  s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace molt::cli

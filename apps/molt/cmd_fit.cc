@@ -1,0 +1,286 @@
+// molt fit: fit a route's KV map in closed form (transfer/fit.h says exactly how).
+//   molt fit --from DIR --to DIR --corpus FILE --out DIR [options]   fit and write the map
+//   molt fit ... --shard I/N                                          write partial statistics
+//   molt fit merge DIR                                                sum the shards, solve, write
+//   molt fit report DIR [--json]                                      what a map holds
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <climits>
+#include <regex>
+
+#include "cmd_transfer_util.h"
+#include "command.h"
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+#include "molt/transfer/fit.h"
+#include "molt/transfer/map_file.h"
+
+namespace molt::cli {
+namespace {
+
+struct FitArgs {
+  std::string from, to, corpus, corpus_ids, out;
+  std::string k = "auto";
+  std::string method = "ridge";
+  std::string shard;
+  double lambda = 0.01;
+  int64_t sequences = 500, seq_len = 1024, stride = 4, recompute = 0;
+  int64_t heldout_every = 10, select_windows = 4;
+  int threads = 2;
+  bool keep_stats = false;
+  // merge / report
+  std::string dir, merge_out;
+  bool json = false;
+};
+
+std::string stats_name(int64_t index, int64_t count) {
+  return fmt::format("stats-{}-of-{}.molt-stats", index + 1, count);
+}
+
+void log_line(const std::string& s) { fmt::print("{}\n", s); }
+
+int64_t parse_k(const std::string& k) {
+  if (k == "auto") return 0;
+  if (k == "all") return INT_MAX;
+  try {
+    size_t used = 0;
+    const long v = std::stol(k, &used);
+    if (used == k.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  fail("--k: '{}' is not a positive integer, 'auto' or 'all'", k);
+}
+
+void write_map(const std::filesystem::path& out, const MapData& map) {
+  write_map_dir(out, map);
+  const auto& r = map.info["residuals"]["total"];
+  fmt::print("wrote {} (method {}, k = {}, held-out residual K {:.4f} V {:.4f})\n",
+             (out / "map.safetensors").string(), map.method, map.info["k"].dump(),
+             r["k"]["rel_rms"].get<double>(), r["v"]["rel_rms"].get<double>());
+}
+
+void run_fit(const FitArgs& a) {
+  if (a.from.empty() || a.to.empty() || a.out.empty()) {
+    fail("molt fit needs --from, --to and --out (or a subcommand: merge, report)");
+  }
+  if (a.corpus.empty() == a.corpus_ids.empty()) {
+    fail("molt fit needs exactly one of --corpus (text) and --corpus-ids (token ids)");
+  }
+  set_num_threads(a.threads);
+  FitOptions o;
+  o.method = a.method;
+  o.k = parse_k(a.k);
+  o.lambda = a.lambda;
+  o.sequences = a.sequences;
+  o.seq_len = a.seq_len;
+  o.stride = a.stride;
+  o.recompute_layers = a.recompute;
+  o.heldout_every = a.heldout_every;
+  o.select_windows = a.select_windows;
+  if (!a.shard.empty()) {
+    std::smatch m;
+    if (!std::regex_match(a.shard, m, std::regex(R"((\d+)/(\d+))"))) {
+      fail("--shard: '{}' is not I/N (e.g. 2/4)", a.shard);
+    }
+    o.shard_index = std::stoll(m[1]) - 1;
+    o.shard_count = std::stoll(m[2]);
+    if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count) {
+      fail("--shard {}: I must be in 1..N", a.shard);
+    }
+  }
+  const std::filesystem::path corpus = a.corpus.empty() ? a.corpus_ids : a.corpus;
+  o.sender_name = rung_name(a.from);
+  o.receiver_name = rung_name(a.to);
+  o.corpus_name = corpus.filename().string();
+  o.sender_dir = std::filesystem::absolute(a.from).string();
+  o.receiver_dir = std::filesystem::absolute(a.to).string();
+  o.corpus_path = std::filesystem::absolute(corpus).string();
+  o.corpus_ids = !a.corpus_ids.empty();
+
+  auto sender = Model::load(a.from);
+  auto receiver = Model::load(a.to);
+  Corpus c = open_corpus(corpus, o.corpus_ids, a.from, a.to);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t mine = 0;
+  for (int64_t i = 0; i < o.sequences; ++i) mine += i % o.shard_count == o.shard_index;
+  ProgressBar bar("fit " + o.sender_name + " → " + o.receiver_name, mine);
+  RouteStats st = collect_stats(*sender, *receiver, *c.stream, o,
+                                [&](int64_t done, int64_t) { bar.update(done); }, log_line);
+  bar.finish();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("statistics: {} training + {} held-out windows of {} tokens ({} + {} rows) in {:.1f} s\n",
+             st.train.sequences, st.heldout.sequences, o.seq_len, st.train.k.n, st.heldout.k.n, secs);
+  const std::filesystem::path out = a.out;
+  std::filesystem::create_directories(out);
+  if (o.shard_count > 1 || a.keep_stats) {
+    const std::filesystem::path f = out / stats_name(o.shard_index, o.shard_count);
+    st.save(f);
+    fmt::print("wrote {}\n", f.string());
+    if (o.shard_count > 1) {
+      fmt::print("when all {} shards are in {}, run: molt fit merge {}\n", o.shard_count,
+                 out.string(), out.string());
+      return;
+    }
+  }
+  MapData map = solve_route(st, *sender, *receiver, o, log_line);
+  map.info["corpus_sha256"] = sha256_file(corpus);
+  write_map(out, map);
+}
+
+void run_merge(const FitArgs& a) {
+  set_num_threads(a.threads);
+  const std::filesystem::path dir = a.dir;
+  if (!std::filesystem::is_directory(dir)) fail("{}: not a directory", dir.string());
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".molt-stats") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) fail("{}: no *.molt-stats files (write them with molt fit --shard I/N)", dir.string());
+  RouteStats st = RouteStats::load(files[0]);
+  for (size_t i = 1; i < files.size(); ++i) st.merge(RouteStats::load(files[i]), files[i].string());
+  std::vector<int64_t> have;
+  for (int64_t s : st.shards_merged) have.push_back(s + 1);
+  fmt::print("merged {} statistics files: shards {} of {}\n", files.size(), fmt::join(have, ", "),
+             st.shard_count);
+  if (static_cast<int64_t>(st.shards_merged.size()) != st.shard_count) {
+    std::vector<int64_t> missing;
+    for (int64_t s = 0; s < st.shard_count; ++s) {
+      if (std::find(st.shards_merged.begin(), st.shards_merged.end(), s) == st.shards_merged.end()) {
+        missing.push_back(s + 1);
+      }
+    }
+    fail("{}: shards {} of {} are missing", dir.string(), fmt::join(missing, ", "), st.shard_count);
+  }
+  FitOptions o = fit_options_from_settings(st.settings);
+  o.shard_index = 0;
+  auto sender = Model::load(o.sender_dir);
+  auto receiver = Model::load(o.receiver_dir);
+  MapData map = solve_route(st, *sender, *receiver, o, log_line);
+  if (std::filesystem::exists(o.corpus_path)) map.info["corpus_sha256"] = sha256_file(o.corpus_path);
+  write_map(a.merge_out.empty() ? dir : std::filesystem::path(a.merge_out), map);
+}
+
+std::string rung_line(const RungSpec& r) {
+  const CacheGeometry& g = r.geometry;
+  return fmt::format("{} ({} layers, {} KV heads × {}, hidden {}; RoPE θ {}, head_dim {}, rotate-half)",
+                     r.name, g.n_layers, g.n_kv_heads, g.head_dim, g.hidden_size, r.rope.theta,
+                     r.rope.head_dim);
+}
+
+std::string text_of(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+
+void run_report(const FitArgs& a) {
+  const MapData map = read_map_dir(a.dir);
+  if (a.json) {
+    nlohmann::json j = map.info;
+    j["method"] = map.method;
+    j["sender"] = map.sender.to_json();
+    j["receiver"] = map.receiver.to_json();
+    nlohmann::json sk = nlohmann::json::array(), sv = nlohmann::json::array();
+    for (const LayerMap& L : map.layers) sk.push_back(L.k_sources), sv.push_back(L.v_sources);
+    j["sources"] = {{"k", sk}, {"v", sv}};
+    j["checksum"] = "verified";
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  const nlohmann::json& info = map.info;
+  fmt::print("map       {} (method {}, SHA-256 verified against index.json)\n", a.dir, map.method);
+  fmt::print("sender    {}\n", rung_line(map.sender));
+  fmt::print("receiver  {}\n", rung_line(map.receiver));
+  if (info.contains("k")) fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
+  if (info.contains("k_candidates")) {
+    for (const auto& c : info["k_candidates"]) {
+      fmt::print("            k = {:>2}: held-out residual K {:.4f} V {:.4f}{}\n", c["k"].get<int64_t>(),
+                 c["k_residual"]["rel_rms"].get<double>(), c["v_residual"]["rel_rms"].get<double>(),
+                 c.contains("heldout_nll") ? fmt::format(", prefix-KV NLL {:.4f} (gap {:+.4f})",
+                                                         c["heldout_nll"].get<double>(),
+                                                         c["nll_gap"].get<double>())
+                                           : "");
+    }
+  }
+  if (info.contains("lambda")) fmt::print("λ         {} applied to {}\n", text_of(info["lambda"]), text_of(info.value("lambda_applied_to", "")));
+  if (info.contains("ranked_by")) fmt::print("ranking   {}\n", text_of(info["ranked_by"]));
+  if (info.contains("calibration")) {
+    const auto& c = info["calibration"];
+    fmt::print("calib.    {} training + {} held-out windows × {} tokens, rows every {} tokens ({} + {} rows), corpus {}\n",
+               c.value("train_windows", 0), c.value("heldout_windows", 0), c.value("seq_len", 0),
+               c.value("stride", 0), c.value("train_rows", 0.0), c.value("heldout_rows", 0.0),
+               text_of(info.value("corpus", "?")));
+  }
+  if (!info.contains("residuals")) return;
+  const auto& res = info["residuals"];
+  const bool floor = res["total"].contains("k_token_identity");
+  fmt::print("\nresiduals on {}, keys {}: relative RMS ‖Y−Ŷ‖/‖Y‖ (centred ‖Y−Ŷ‖/‖Y−Ȳ‖){}\n",
+             text_of(res.value("on", "")), text_of(res.value("keys", "")),
+             floor ? "; token-identity floor beside" : "");
+  fmt::print("{:>5}  {:<18} {:<18} {:>17} {:>17}{}\n", "layer", "K sources", "V sources", "K", "V",
+             floor ? "   floor K           floor V" : "");
+  auto cell = [](const nlohmann::json& r) {
+    return fmt::format("{:.4f} ({:.4f})", r["rel_rms"].get<double>(), r["centred"].get<double>());
+  };
+  for (const auto& L : res["layers"]) {
+    const int64_t j = L["layer"].get<int64_t>();
+    fmt::print("{:>5}  {:<18} {:<18} {:>17} {:>17}{}\n", j,
+               fmt::format("{}", fmt::join(map.layers[j].k_sources, ",")),
+               fmt::format("{}", fmt::join(map.layers[j].v_sources, ",")), cell(L["k"]), cell(L["v"]),
+               floor ? fmt::format("   {:>17} {:>17}", cell(L["k_token_identity"]), cell(L["v_token_identity"])) : "");
+  }
+  fmt::print("{:>5}  {:<18} {:<18} {:>17} {:>17}{}\n", "all", "", "", cell(res["total"]["k"]),
+             cell(res["total"]["v"]),
+             floor ? fmt::format("   {:>17} {:>17}", cell(res["total"]["k_token_identity"]),
+                                 cell(res["total"]["v_token_identity"]))
+                   : "");
+  for (const auto& b : res["boundary"]) {
+    fmt::print("boundary r = {}: sender hidden {} → receiver hidden {}: {:.4f} ({:.4f})\n",
+               b["r"].get<int64_t>(), b["sender_hidden"].get<int64_t>(),
+               b["receiver_hidden"].get<int64_t>(), b["rel_rms"].get<double>(), b["centred"].get<double>());
+  }
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto a = std::make_shared<FitArgs>();
+  // Not a group(): `molt fit` runs with options itself, merge / report are optional.
+  CLI::App* f = root.add_subcommand("fit", "Fit a KV map for a route (sender → receiver) in closed form");
+  f->require_subcommand(0, 1);
+  f->add_option("--from", a->from, "sender checkpoint directory");
+  f->add_option("--to", a->to, "receiver checkpoint directory");
+  f->add_option("--corpus", a->corpus, "calibration text (tokenized with the sender's tokenizer)");
+  f->add_option("--corpus-ids", a->corpus_ids, "calibration token ids, whitespace-separated");
+  f->add_option("--out", a->out, "output directory (map.safetensors + index.json)");
+  f->add_option("--k", a->k, "sender layers per receiver layer: N, all, or auto (by held-out prefix NLL)");
+  f->add_option("--lambda", a->lambda, "ridge λ on the centred input covariance")->check(CLI::NonNegativeNumber);
+  f->add_option("--sequences", a->sequences, "calibration windows")->check(CLI::PositiveNumber);
+  f->add_option("--seq-len", a->seq_len, "tokens per window")->check(CLI::Range(2, 1 << 20));
+  f->add_option("--stride", a->stride, "take every stride-th position as a row")->check(CLI::PositiveNumber);
+  f->add_option("--recompute-layers", a->recompute, "fit boundary maps for r = 1..R (selective recompute)")
+      ->check(CLI::NonNegativeNumber);
+  f->add_option("--method", a->method, "ridge | depth-remap | diagonal")
+      ->check(CLI::IsMember({"ridge", "depth-remap", "diagonal"}));
+  f->add_option("--heldout-every", a->heldout_every, "hold out every N-th window (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  f->add_option("--select-windows", a->select_windows, "held-out windows used to choose k")
+      ->check(CLI::PositiveNumber);
+  f->add_option("--shard", a->shard, "I/N: accumulate only this shard's windows, write statistics");
+  f->add_flag("--keep-stats", a->keep_stats, "also write the statistics file");
+  f->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  f->callback([a, f] {
+    if (f->get_subcommands().empty()) run_fit(*a);
+  });
+
+  CLI::App* m = f->add_subcommand("merge", "Sum shard statistics in DIR, solve and write the map");
+  m->add_option("dir", a->dir, "directory holding stats-I-of-N.molt-stats")->required();
+  m->add_option("--out", a->merge_out, "map directory (default: DIR)");
+  m->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  m->callback([a] { run_merge(*a); });
+
+  CLI::App* r = f->add_subcommand("report", "Print a map's metadata and held-out residuals");
+  r->add_option("dir", a->dir, "map directory")->required();
+  r->add_flag("--json", a->json, "everything as one JSON object");
+  r->callback([a] { run_report(*a); });
+});
+
+}  // namespace
+}  // namespace molt::cli

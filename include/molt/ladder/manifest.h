@@ -1,0 +1,47 @@
+// The ladder manifest, ladder.json (DESIGN.md §5):
+//
+//   {"name": "tiny-ladder",
+//    "rungs":  [{"name": "l", "path": "l", "precision": "bf16"}, ...],
+//    "routes": [{"from": "l", "to": "m", "maps": "maps/l-m"},
+//               {"from": "m", "to": "l", "method": "reprefill"}, ...]}
+//
+// Paths are relative to the manifest's folder (absolute paths are kept). A route carries a cache
+// either through a map folder (transfer.h: index.json + map.safetensors) or by re-prefill.
+// A map folder that does not exist yet is not an error here: the runtime falls back to
+// re-prefill and says so.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace molt {
+
+struct ManifestRung {
+  std::string name;
+  std::filesystem::path path;  // resolved
+  std::string precision;       // "f32", "bf16", "int8", ... as the manifest says
+};
+
+struct ManifestRoute {
+  std::string from, to;
+  std::filesystem::path maps;  // resolved map folder; empty for method "reprefill"
+  std::string method;          // "maps" or "reprefill"
+  bool maps_present() const;   // maps/index.json exists
+};
+
+struct LadderManifest {
+  std::filesystem::path file;
+  std::string name;
+  std::vector<ManifestRung> rungs;
+  std::vector<ManifestRoute> routes;
+
+  // Errors name the file and the field ("ladder.json: rungs[1].path: ...").
+  static LadderManifest load(const std::filesystem::path& file);
+  static LadderManifest parse(const nlohmann::json& j, const std::filesystem::path& file);
+  const ManifestRoute* route(const std::string& from, const std::string& to) const;
+};
+
+}  // namespace molt

@@ -1,0 +1,84 @@
+// Map files (DESIGN.md §5): <dir>/map.safetensors plus <dir>/index.json.
+//
+// Tensors, all F32, per receiver layer j and KV head h:
+//   ridge / depth-remap: layers.{j}.{k|v}.heads.{h}.weight  [head_dim_r, |sources|·kv_dim_s]
+//                        layers.{j}.{k|v}.heads.{h}.bias    [head_dim_r]
+//     input = the concatenation, in ascending layer order, of all KV heads of the source
+//     layers listed in the metadata (keys un-rotated at the sender's angles); the output keys
+//     are un-rotated and get the receiver's rotation after the map.
+//   diagonal:            layers.{j}.{k|v}.heads.{h}.scale / .offset  [head_dim]
+//   selective recompute: boundary.r{r}.weight [hidden_r, hidden_s], boundary.r{r}.bias [hidden_r]
+//     (receiver hidden state entering layer L_r − r from the sender's hidden state entering
+//     layer `sender_hidden`).
+// __metadata__ (strings; structured values are JSON): format, format_version, method, sender,
+// receiver (geometry + RoPE spec: theta, head_dim, style), sources ({"k": [[...]...], "v": ...}),
+// lambda, lambda_applied_to, k, k_chosen_by, k_candidates, calibration, corpus, residuals,
+// boundary, created_by.
+// index.json: {"format": "molt-map-index", "files": {"map.safetensors": {"sha256", "bytes"}}}.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "molt/kernels/ops.h"
+#include "molt/model/kv_cache.h"
+
+namespace molt {
+
+class Model;
+
+constexpr int kMapFormatVersion = 1;
+
+// One side of a route as the map file records it.
+struct RungSpec {
+  std::string name;  // informative (checkpoint folder name)
+  CacheGeometry geometry;
+  RopeSpec rope;
+  static RungSpec of(const Model& m, const std::string& name);
+  nlohmann::json to_json() const;
+};
+
+// One receiver layer's maps. For ridge methods the per-head matrices are stacked along the
+// output: weight is [kv_dim_r × in] (rows of head h at h·head_dim_r), bias [kv_dim_r].
+// For diagonal, scale / offset are [kv_dim].
+struct LayerMap {
+  std::vector<int64_t> k_sources, v_sources;
+  std::vector<float> k_weight, k_bias, v_weight, v_bias;
+  std::vector<float> k_scale, k_offset, v_scale, v_offset;
+  int64_t k_in() const;
+  int64_t v_in() const;
+  int64_t kv_s = 0;  // sender kv_dim (inputs per source layer)
+};
+
+struct BoundaryMap {
+  int64_t r = 0;
+  int64_t sender_hidden = 0;
+  std::vector<float> weight;  // [hidden_r × hidden_s]
+  std::vector<float> bias;    // [hidden_r]
+};
+
+struct MapData {
+  std::string method;  // "ridge", "depth-remap", "diagonal"
+  RungSpec sender, receiver;
+  std::vector<LayerMap> layers;  // one per receiver layer
+  std::vector<BoundaryMap> boundaries;
+  // Everything else the metadata carries (lambda, k, calibration, corpus, residuals, ...).
+  nlohmann::json info = nlohmann::json::object();
+};
+
+// Writes map.safetensors and index.json (SHA-256 of every file) into dir (created).
+void write_map_dir(const std::filesystem::path& dir, const MapData& map);
+// Reads and verifies: index.json present and well formed, every listed file's SHA-256,
+// format and version, every tensor present with the shape the metadata implies.
+MapData read_map_dir(const std::filesystem::path& dir);
+// Refuses a map whose sender / receiver geometry or RoPE spec differs from the models'.
+void check_route(const MapData& map, const std::filesystem::path& dir, const Model& sender,
+                 const Model& receiver);
+
+// SHA-256 of a file as lowercase hex (OpenSSL EVP).
+std::string sha256_file(const std::filesystem::path& path);
+
+}  // namespace molt

@@ -1,0 +1,96 @@
+// Sufficient statistics of a route's regressions, accumulated in double precision.
+//
+// Fitting never holds the calibration rows: each window's rows are folded into sums (count,
+// Σx, Σy, Σy², Σxxᵀ, Σxyᵀ) whose size depends only on the two geometries, so memory does not
+// grow with the corpus, and two sets of sums over disjoint windows add up to the sums over
+// their union — shards fitted apart merge exactly (up to the order of double additions).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "molt/model/kv_cache.h"
+
+namespace molt {
+
+// Moments of one regression family x (dim_x) → y (dim_y).
+struct Moments {
+  int64_t dim_x = 0, dim_y = 0;
+  bool diagonal = false;  // y_c is regressed on x_c alone (dim_x == dim_y): per-channel sums
+  double n = 0;
+  std::vector<double> sx, sy, syy;  // Σx, Σy, Σy² (per channel)
+  std::vector<double> xx;  // Σxxᵀ [dim_x × dim_x], upper triangle valid; diagonal: Σx² [dim_x]
+  std::vector<double> xy;  // Σxyᵀ [dim_x × dim_y];                       diagonal: Σx∘y [dim_x]
+
+  void reset(int64_t dx, int64_t dy, bool diag);
+  // Adds `rows` rows; x: [rows × dim_x], y: [rows × dim_y], row-major.
+  void add(const double* x, const double* y, int64_t rows);
+  void merge(const Moments& o);
+  // Σ x_i x_j for any i, j (reads the upper triangle).
+  double gram(int64_t i, int64_t j) const {
+    return i <= j ? xx[static_cast<size_t>(i * dim_x + j)] : xx[static_cast<size_t>(j * dim_x + i)];
+  }
+};
+
+// The receiver's hidden state entering layer L_r − r is regressed on the sender's hidden state
+// entering layer `sender_hidden` (selective recompute of the receiver's last r layers).
+struct BoundarySpec {
+  int64_t r = 0;
+  int64_t sender_hidden = 0;
+};
+
+// What is accumulated; two statistics merge only when their layouts are equal.
+struct StatsLayout {
+  std::string method;  // "ridge" / "depth-remap": full moments; "diagonal": per channel
+  CacheGeometry sender, receiver;
+  std::vector<BoundarySpec> boundaries;
+  int64_t token_vocab = 0;  // > 0: per-token sums of the receiver's K/V (token-identity floor)
+
+  bool diagonal() const { return method == "diagonal"; }
+  nlohmann::json to_json() const;
+  static StatsLayout from_json(const nlohmann::json& j, const std::string& source);
+  bool operator==(const StatsLayout& o) const { return to_json() == o.to_json(); }
+};
+
+// Sums over the rows of one split (train or held-out).
+//   k: x = all sender layers' un-rotated keys, concatenated layer after layer (L_s·kv_s),
+//      y = all receiver layers' un-rotated keys (L_r·kv_r); v: the same for values.
+//   diagonal layout: x and y are layer-aligned and only per-channel products are kept.
+struct SplitStats {
+  int64_t sequences = 0;
+  Moments k, v;
+  std::vector<Moments> boundary;  // one per StatsLayout::boundaries
+  std::vector<double> tok_count;  // [token_vocab]
+  std::vector<double> tok_k, tok_v;  // Σ receiver K (un-rotated) / V per token id [vocab × L_r·kv_r]
+};
+
+struct RouteStats {
+  StatsLayout layout;
+  SplitStats train, heldout;
+  // The first held-out windows (global sequence index, ids), kept to choose k by prefix NLL.
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> select_windows;
+  int64_t max_select_windows = 4;
+  nlohmann::json settings;  // the fit options that produced them; merges require equal settings
+  int64_t shard_index = 0, shard_count = 1;  // 0-based index of the shard these sums cover
+  std::vector<int64_t> shards_merged;        // shard indices summed into this object
+
+  void init(const StatsLayout& l);
+  void add_select_window(int64_t index, std::vector<int32_t> ids);
+  // Adds another shard's sums; layouts and settings must agree and the shards must differ.
+  void merge(const RouteStats& o, const std::string& source);
+
+  // Binary file: "MOLTSTAT", u64 header length, JSON header, then the arrays as f64.
+  void save(const std::filesystem::path& path) const;
+  static RouteStats load(const std::filesystem::path& path);
+};
+
+// Visits every summed quantity of the statistics (counts included), named ("train.k.xx", ...),
+// in a fixed order; sizes follow from the layout.
+void for_each_array(RouteStats& s,
+                    const std::function<void(const std::string&, double*, size_t)>& f);
+
+}  // namespace molt

@@ -1,0 +1,52 @@
+// Footprint arithmetic. Every term mirrors an allocation in model/ or kernels/; when those
+// change, the RSS test in tests/ladder catches the drift.
+#include "molt/ladder/footprint.h"
+
+#include <algorithm>
+
+namespace molt {
+namespace {
+
+constexpr size_t kF32 = sizeof(float);
+
+// kernels/linear.cc widens 16-bit weights in tiles of max(64, 2^20 / cols) rows (one buffer
+// per calling thread, kept between calls).
+size_t widen_tile_bytes(int64_t rows, int64_t cols) {
+  const int64_t tile = std::max<int64_t>(64, (int64_t{1} << 20) / cols);
+  return static_cast<size_t>(std::min(tile, rows) * cols) * kF32;
+}
+
+}  // namespace
+
+Footprint compute_footprint(const ModelConfig& c, size_t stored_weight_bytes, DType dtype,
+                            const FootprintShape& shape) {
+  const int64_t d = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size,
+                L = c.num_hidden_layers, V = c.vocab_size;
+  Footprint f;
+  f.weight_bytes = stored_weight_bytes;
+  // model.cc keeps two RMSNorm weights per layer, the final norm and the q/k/v biases in f32.
+  int64_t heap = L * 2 * d + d;
+  if (c.attention_bias) heap += L * (q + 2 * kv);
+  f.heap_weight_bytes = static_cast<size_t>(heap) * kF32;
+  f.kv_bytes_per_token = static_cast<size_t>(2 * L * kv) * kF32;
+
+  // One forward over n = prefill_chunk tokens (model.cc): x, xn, q, att, tmp, gate, up.
+  const int64_t n = std::max<int64_t>(1, shape.prefill_chunk);
+  size_t scratch = static_cast<size_t>(n * (3 * d + 2 * q + 2 * ff)) * kF32;
+  // Attention prefill: per thread, a block of 64 query rows over every key it may see.
+  scratch += static_cast<size_t>(std::max(1, shape.threads)) *
+             static_cast<size_t>(std::min<int64_t>(64, n) * shape.max_context) * kF32;
+  // Last-position logits and the sampler's (logit, id) pairs.
+  scratch += static_cast<size_t>(V) * (kF32 + 8);
+  if (dtype_size(dtype) == 2) {
+    size_t tile = 0;
+    for (auto [rows, cols] : {std::pair{q, d}, {kv, d}, {d, q}, {ff, d}, {d, ff}}) {
+      tile = std::max(tile, widen_tile_bytes(rows, cols));
+    }
+    scratch += tile;
+  }
+  f.scratch_bytes = scratch;
+  return f;
+}
+
+}  // namespace molt

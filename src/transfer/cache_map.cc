@@ -1,0 +1,188 @@
+// Applying a map: the RoPE sandwich around one GEMM per receiver layer and K/V, then the
+// optional selective recompute and anchors.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "molt/common/error.h"
+#include "molt/transfer/map_file.h"
+#include "molt/transfer/rope_sandwich.h"
+#include "molt/transfer/transfer.h"
+
+namespace molt {
+namespace {
+
+bool same_geometry(const CacheGeometry& a, const CacheGeometry& b) {
+  return a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim;
+}
+
+// out[n × kv_r] = X[n × in] Wᵀ + b, with W [kv_r × in].
+void affine(const float* x, int64_t n, int64_t in, const std::vector<float>& w,
+            const std::vector<float>& b, float* out) {
+  const int64_t m = static_cast<int64_t>(b.size());
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(m),
+              static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(in),
+              0.0f, out, static_cast<int>(m));
+#pragma omp parallel for schedule(static) if (n * m > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = out + i * m;
+    for (int64_t c = 0; c < m; ++c) row[c] += b[c];
+  }
+}
+
+// Concatenates the rows of the source layers: X[i] = [L_s0[i], L_s1[i], ...].
+void gather(const std::vector<const float*>& layers, int64_t n, int64_t width, float* x) {
+  const int64_t in = static_cast<int64_t>(layers.size()) * width;
+#pragma omp parallel for schedule(static) if (n * in > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t s = 0; s < layers.size(); ++s) {
+      std::memcpy(x + i * in + static_cast<int64_t>(s) * width, layers[s] + i * width,
+                  sizeof(float) * width);
+    }
+  }
+}
+
+class LinearCacheMap final : public CacheMap {
+ public:
+  explicit LinearCacheMap(MapData map) : map_(std::move(map)) {}
+
+  std::string method() const override { return map_.method; }
+  const MapData& data() const override { return map_; }
+
+  double flops_per_position() const override {
+    const int64_t kvr = map_.receiver.geometry.kv_dim();
+    double f = 0;
+    for (const LayerMap& L : map_.layers) {
+      f += map_.method == "diagonal" ? 4.0 * kvr : 2.0 * kvr * static_cast<double>(L.k_in() + L.v_in());
+    }
+    return f;
+  }
+
+  void apply(const Model& sender, const KVCache& src, const Model& receiver,
+             std::span<const int32_t> tokens, const TransferOptions& options,
+             KVCache& dst) const override {
+    const CacheGeometry& gs = map_.sender.geometry;
+    const CacheGeometry& gr = map_.receiver.geometry;
+    if (!same_geometry(src.geometry(), gs)) fail("transfer: the source cache is not the map's sender geometry");
+    if (!same_geometry(dst.geometry(), gr)) fail("transfer: the destination cache is not the map's receiver geometry");
+    if (!same_geometry(sender.cache_geometry(), gs) || !same_geometry(receiver.cache_geometry(), gr)) {
+      fail("transfer: the models are not the map's sender and receiver");
+    }
+    const int64_t n = src.size();
+    const int64_t r = options.recompute_layers, a = options.anchors;
+    if (r < 0 || r > gr.n_layers) fail("transfer: recompute_layers {} outside [0, {}]", r, gr.n_layers);
+    if (a < 0 || a > n) fail("transfer: {} anchors for a {}-position cache", a, n);
+    if (a > 0 && static_cast<int64_t>(tokens.size()) != n) {
+      fail("transfer: anchors need the {} token ids of the cache, got {}", n, tokens.size());
+    }
+    const BoundaryMap* boundary = nullptr;
+    if (r > 0) {
+      for (const BoundaryMap& b : map_.boundaries) {
+        if (b.r == r) boundary = &b;
+      }
+      if (boundary == nullptr) {
+        fail("transfer: no boundary map for recompute_layers = {} in this map (fit it with "
+             "--recompute-layers {})",
+             r, r);
+      }
+      if (!src.keeps_hidden()) {
+        fail("transfer: recompute needs the sender cache to keep hidden states "
+             "(Model::new_cache(capacity, /*keep_hidden=*/true))");
+      }
+    }
+    dst.set_size(n);
+    if (n == 0) return;
+    const int64_t mapped = gr.n_layers - r;
+    const int64_t kvs = gs.kv_dim(), kvr = gr.kv_dim();
+
+    if (map_.method == "diagonal") {
+      apply_diagonal(src, dst, n, mapped);
+    } else {
+      // Un-rotate the sender layers the mapped receiver layers read, once each.
+      std::vector<char> need(static_cast<size_t>(gs.n_layers), 0);
+      for (int64_t j = 0; j < mapped; ++j) {
+        for (int64_t s : map_.layers[j].k_sources) need[s] = 1;
+      }
+      const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
+      std::vector<std::vector<float>> k_plain(static_cast<size_t>(gs.n_layers));
+      for (int64_t l = 0; l < gs.n_layers; ++l) {
+        if (!need[l]) continue;
+        k_plain[l].assign(src.k(l).begin(), src.k(l).begin() + n * kvs);
+        sender_rope.rotate(k_plain[l].data(), 0, n, gs.n_kv_heads, /*inverse=*/true);
+      }
+      std::vector<float> x;
+      std::vector<const float*> parts;
+      for (int64_t j = 0; j < mapped; ++j) {
+        const LayerMap& L = map_.layers[j];
+        parts.clear();
+        for (int64_t s : L.k_sources) parts.push_back(k_plain[s].data());
+        x.resize(static_cast<size_t>(n * L.k_in()));
+        gather(parts, n, kvs, x.data());
+        float* k = dst.k(j).data();
+        affine(x.data(), n, L.k_in(), L.k_weight, L.k_bias, k);
+        receiver_rope.rotate(k, 0, n, gr.n_kv_heads, /*inverse=*/false);
+
+        parts.clear();
+        for (int64_t s : L.v_sources) parts.push_back(src.v(s).data());
+        x.resize(static_cast<size_t>(n * L.v_in()));
+        gather(parts, n, kvs, x.data());
+        affine(x.data(), n, L.v_in(), L.v_weight, L.v_bias, dst.v(j).data());
+      }
+      (void)kvr;
+    }
+
+    if (boundary != nullptr) {
+      const int64_t hs = gs.hidden_size, hr = gr.hidden_size;
+      std::vector<float> h(static_cast<size_t>(n * hr));
+      affine(src.hidden(boundary->sender_hidden).data(), n, hs, boundary->weight, boundary->bias,
+             h.data());
+      receiver.forward_layers(mapped, 0, n, h, dst);
+    }
+    if (a > 0) {
+      dst.truncate(n - a);
+      receiver.forward(tokens.subspan(static_cast<size_t>(n - a)), dst, {});
+    }
+  }
+
+ private:
+  void apply_diagonal(const KVCache& src, KVCache& dst, int64_t n, int64_t mapped) const {
+    const CacheGeometry& g = map_.receiver.geometry;
+    const int64_t kv = g.kv_dim();
+    const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
+    for (int64_t j = 0; j < mapped; ++j) {
+      const LayerMap& L = map_.layers[j];
+      const int64_t s = L.k_sources.at(0);
+      float* k = dst.k(j).data();
+      float* v = dst.v(j).data();
+      std::copy_n(src.k(s).data(), n * kv, k);
+      sender_rope.rotate(k, 0, n, g.n_kv_heads, /*inverse=*/true);
+      const float* vs = src.v(L.v_sources.at(0)).data();
+#pragma omp parallel for schedule(static) if (n * kv > 65536)
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t c = 0; c < kv; ++c) {
+          k[i * kv + c] = k[i * kv + c] * L.k_scale[c] + L.k_offset[c];
+          v[i * kv + c] = vs[i * kv + c] * L.v_scale[c] + L.v_offset[c];
+        }
+      }
+      receiver_rope.rotate(k, 0, n, g.n_kv_heads, /*inverse=*/false);
+    }
+  }
+
+  MapData map_;
+};
+
+}  // namespace
+
+std::unique_ptr<CacheMap> CacheMap::from_data(MapData map) {
+  return std::make_unique<LinearCacheMap>(std::move(map));
+}
+
+std::unique_ptr<CacheMap> CacheMap::load(const std::filesystem::path& dir, const Model& sender,
+                                         const Model& receiver) {
+  MapData map = read_map_dir(dir);
+  check_route(map, dir, sender, receiver);
+  return from_data(std::move(map));
+}
+
+}  // namespace molt

@@ -1,0 +1,199 @@
+#include "molt/transfer/eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "molt/common/error.h"
+#include "molt/transfer/rope_sandwich.h"
+
+namespace molt {
+namespace {
+
+// log-softmax of one row, in double.
+std::vector<double> log_softmax(std::span<const float> x) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float v : x) mx = std::max(mx, static_cast<double>(v));
+  double s = 0;
+  for (float v : x) s += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(s);
+  std::vector<double> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<double>(x[i]) - lse;
+  return out;
+}
+
+}  // namespace
+
+double mean_nll(std::span<const float> logits, std::span<const int32_t> targets, int64_t vocab) {
+  if (targets.empty()) return 0;
+  double total = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::span<const float> row = logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (float v : row) mx = std::max(mx, static_cast<double>(v));
+    double s = 0;
+    for (float v : row) s += std::exp(static_cast<double>(v) - mx);
+    total += mx + std::log(s) - static_cast<double>(row[static_cast<size_t>(targets[i])]);
+  }
+  return total / static_cast<double>(targets.size());
+}
+
+double kl_logits(std::span<const float> p, std::span<const float> q) {
+  if (p.size() != q.size()) return std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> lp = log_softmax(p), lq = log_softmax(q);
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return std::max(kl, 0.0);
+}
+
+void fill_zero_cache(int64_t n, KVCache& dst) {
+  dst.set_size(n);
+  const int64_t kv = dst.geometry().kv_dim();
+  for (int64_t l = 0; l < dst.geometry().n_layers; ++l) {
+    std::fill_n(dst.k(l).data(), n * kv, 0.0f);
+    std::fill_n(dst.v(l).data(), n * kv, 0.0f);
+  }
+}
+
+TokenIdentityCache::TokenIdentityCache(const Model& receiver,
+                                       const std::vector<std::vector<int32_t>>& windows)
+    : g_(receiver.cache_geometry()), rope_(receiver.rope()) {
+  slot_.assign(static_cast<size_t>(receiver.config().vocab_size), -1);
+  int32_t rows = 0;
+  for (const auto& w : windows) {
+    for (int32_t t : w) {
+      if (t < 0 || t >= static_cast<int32_t>(slot_.size())) fail("token id {} out of range", t);
+      if (slot_[t] < 0) slot_[t] = rows++;
+    }
+  }
+  const int64_t kv = g_.kv_dim(), R = rows + 1;  // last row: the mean over all rows
+  std::vector<std::vector<double>> sk(g_.n_layers, std::vector<double>(R * kv, 0.0));
+  std::vector<std::vector<double>> sv(g_.n_layers, std::vector<double>(R * kv, 0.0));
+  std::vector<double> count(static_cast<size_t>(R), 0.0);
+  for (const auto& w : windows) {
+    const int64_t n = static_cast<int64_t>(w.size());
+    KVCache c = receiver.new_cache(n);
+    receiver.forward(w, c, {});
+    for (int64_t l = 0; l < g_.n_layers; ++l) {
+      std::vector<float> k(c.k(l).begin(), c.k(l).begin() + n * kv);
+      unrotate_keys(rope_, k.data(), n, g_.n_kv_heads);
+      const float* v = c.v(l).data();
+      for (int64_t p = 0; p < n; ++p) {
+        for (int64_t row : {static_cast<int64_t>(slot_[w[p]]), R - 1}) {
+          for (int64_t i = 0; i < kv; ++i) {
+            sk[l][row * kv + i] += k[p * kv + i];
+            sv[l][row * kv + i] += v[p * kv + i];
+          }
+        }
+      }
+    }
+    for (int32_t t : w) {
+      count[slot_[t]] += 1;
+      count[R - 1] += 1;
+    }
+  }
+  k_.resize(g_.n_layers);
+  v_.resize(g_.n_layers);
+  for (int64_t l = 0; l < g_.n_layers; ++l) {
+    k_[l].resize(R * kv);
+    v_[l].resize(R * kv);
+    for (int64_t row = 0; row < R; ++row) {
+      const double c = std::max(count[row], 1.0);
+      for (int64_t i = 0; i < kv; ++i) {
+        k_[l][row * kv + i] = static_cast<float>(sk[l][row * kv + i] / c);
+        v_[l][row * kv + i] = static_cast<float>(sv[l][row * kv + i] / c);
+      }
+    }
+  }
+}
+
+void TokenIdentityCache::fill(std::span<const int32_t> tokens, KVCache& dst) const {
+  const int64_t n = static_cast<int64_t>(tokens.size()), kv = g_.kv_dim();
+  const int64_t all = static_cast<int64_t>(k_.empty() ? 0 : k_[0].size() / kv) - 1;
+  dst.set_size(n);
+  const RopeTable rope(rope_, 0, n);
+  for (int64_t l = 0; l < g_.n_layers; ++l) {
+    float* k = dst.k(l).data();
+    float* v = dst.v(l).data();
+    for (int64_t p = 0; p < n; ++p) {
+      const int32_t t = tokens[p];
+      const int64_t row = t >= 0 && t < static_cast<int32_t>(slot_.size()) && slot_[t] >= 0 ? slot_[t] : all;
+      std::copy_n(&k_[l][row * kv], kv, k + p * kv);
+      std::copy_n(&v_[l][row * kv], kv, v + p * kv);
+    }
+    rope.rotate(k, 0, n, g_.n_kv_heads, /*inverse=*/false);
+  }
+}
+
+TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
+                               const std::vector<std::vector<int32_t>>& windows, int64_t prefix,
+                               const std::vector<Condition>& conditions, bool sender_hidden) {
+  TransferEval out;
+  out.prefix = prefix;
+  out.conditions.resize(conditions.size());
+  for (size_t c = 0; c < conditions.size(); ++c) out.conditions[c].name = conditions[c].name;
+  const int64_t Vr = receiver.config().vocab_size, Vs = sender.config().vocab_size;
+  double native_nll = 0, sender_nll = 0, native_seam = 0;
+  std::vector<double> nll(conditions.size(), 0.0), tkl(conditions.size(), 0.0),
+      skl(conditions.size(), 0.0);
+  int64_t scored = 0;
+  for (const auto& w : windows) {
+    const int64_t T = static_cast<int64_t>(w.size()), P = prefix;
+    if (P < 1 || T < P + 2) fail("evaluation window of {} tokens is too short for prefix {}", T, P);
+    const int64_t n = T - 1 - P;  // scored tokens t_{P+1} .. t_{T−1}
+    const std::span<const int32_t> ids(w);
+    const std::span<const int32_t> head = ids.subspan(0, static_cast<size_t>(P));
+    const std::span<const int32_t> feed = ids.subspan(static_cast<size_t>(P), static_cast<size_t>(n));
+    const std::span<const int32_t> targets = ids.subspan(static_cast<size_t>(P + 1));
+
+    KVCache src = sender.new_cache(T, sender_hidden);
+    sender.forward(head, src, {});
+    std::vector<float> ls(static_cast<size_t>(n * Vs));
+    sender.forward(feed, src, ls);
+    src.truncate(P);
+    sender_nll += mean_nll(ls, targets, Vs) * static_cast<double>(n);
+    const std::span<const float> sender_seam(ls.data(), static_cast<size_t>(Vs));
+
+    std::vector<float> ln(static_cast<size_t>(n * Vr));
+    {
+      KVCache nat = receiver.new_cache(T);
+      receiver.forward(head, nat, {});
+      receiver.forward(feed, nat, ln);
+    }
+    const std::span<const float> native_seam_row(ln.data(), static_cast<size_t>(Vr));
+    native_nll += mean_nll(ln, targets, Vr) * static_cast<double>(n);
+    native_seam += kl_logits(sender_seam, native_seam_row);
+
+    std::vector<float> lc(static_cast<size_t>(n * Vr));
+    for (size_t c = 0; c < conditions.size(); ++c) {
+      KVCache dst = receiver.new_cache(T);
+      conditions[c].fill(src, head, dst);
+      if (dst.size() != P) {
+        fail("condition '{}' filled {} positions, expected {}", conditions[c].name, dst.size(), P);
+      }
+      receiver.forward(feed, dst, lc);
+      const std::span<const float> seam(lc.data(), static_cast<size_t>(Vr));
+      nll[c] += mean_nll(lc, targets, Vr) * static_cast<double>(n);
+      tkl[c] += kl_logits(native_seam_row, seam);
+      skl[c] += kl_logits(sender_seam, seam);
+    }
+    scored += n;
+    ++out.windows;
+  }
+  if (out.windows == 0) fail("no evaluation windows");
+  const double W = static_cast<double>(out.windows), N = static_cast<double>(scored);
+  out.scored_tokens = scored;
+  out.native_nll = native_nll / N;
+  out.sender_nll = sender_nll / N;
+  out.native_seam_kl = native_seam / W;
+  for (size_t c = 0; c < conditions.size(); ++c) {
+    ConditionScore& s = out.conditions[c];
+    s.nll = nll[c] / N;
+    s.nll_gap = s.nll - out.native_nll;
+    s.transfer_kl = tkl[c] / W;
+    s.seam_kl = skl[c] / W;
+  }
+  return out;
+}
+
+}  // namespace molt

@@ -1,0 +1,563 @@
+#include "molt/transfer/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "molt/common/error.h"
+#include "molt/transfer/corpus.h"
+#include "molt/transfer/eval.h"
+#include "molt/transfer/ridge.h"
+#include "molt/transfer/rope_sandwich.h"
+#include "molt/transfer/transfer.h"
+
+namespace molt {
+namespace {
+
+constexpr double kTokenIdentityBudgetBytes = 512.0 * 1024 * 1024;
+
+void say(const FitLog& log, const std::string& s) {
+  if (log) log(s);
+}
+
+// Rows of every layer at the sampled positions, concatenated layer after layer, as double.
+// Keys are un-rotated at the model's own angles first.
+std::vector<double> layer_rows(const KVCache& c, const RopeSpec& rope, bool keys,
+                               const std::vector<int64_t>& pos) {
+  const CacheGeometry& g = c.geometry();
+  const int64_t kv = g.kv_dim(), width = g.n_layers * kv, T = c.size();
+  const int64_t R = static_cast<int64_t>(pos.size());
+  std::vector<double> out(static_cast<size_t>(R * width));
+  std::vector<float> plain;
+  const RopeTable table(rope, 0, keys ? T : 0);
+  for (int64_t l = 0; l < g.n_layers; ++l) {
+    const float* src = keys ? c.k(l).data() : c.v(l).data();
+    if (keys) {
+      plain.assign(src, src + T * kv);
+      table.rotate(plain.data(), 0, T, g.n_kv_heads, /*inverse=*/true);
+      src = plain.data();
+    }
+    for (int64_t i = 0; i < R; ++i) {
+      const float* row = src + pos[i] * kv;
+      double* dst = &out[i * width + l * kv];
+      for (int64_t c2 = 0; c2 < kv; ++c2) dst[c2] = row[c2];
+    }
+  }
+  return out;
+}
+
+std::vector<double> hidden_rows(const KVCache& c, int64_t index, const std::vector<int64_t>& pos) {
+  const int64_t d = c.geometry().hidden_size;
+  std::vector<double> out(pos.size() * static_cast<size_t>(d));
+  const float* h = c.hidden(index).data();
+  for (size_t i = 0; i < pos.size(); ++i) {
+    for (int64_t e = 0; e < d; ++e) out[i * d + e] = h[pos[i] * d + e];
+  }
+  return out;
+}
+
+// Input channels of a source list: all KV heads of each source layer, in list order.
+std::vector<int64_t> source_channels(const std::vector<int64_t>& sources, int64_t kvs) {
+  std::vector<int64_t> xi;
+  for (int64_t s : sources) {
+    for (int64_t c = 0; c < kvs; ++c) xi.push_back(s * kvs + c);
+  }
+  return xi;
+}
+
+RidgeFit slice_outputs(const RidgeFit& f, int64_t c0, int64_t n) {
+  RidgeFit s;
+  s.in = f.in;
+  s.out = n;
+  s.w.assign(f.w.begin() + c0 * f.in, f.w.begin() + (c0 + n) * f.in);
+  s.b.assign(f.b.begin() + c0, f.b.begin() + c0 + n);
+  return s;
+}
+
+std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+nlohmann::json residual_json(const Residual& r) {
+  return {{"rel_rms", r.rel_rms()}, {"centred", r.centred()}};
+}
+
+// Per receiver layer: fits for the given source lists. Layers with the same list share one
+// factorisation (solved together, then split by output rows).
+struct LayerSolve {
+  std::vector<RidgeFit> fits;
+  std::vector<Residual> residuals;
+};
+
+LayerSolve solve_layers(const Moments& train, const Moments& eval,
+                        const std::vector<std::vector<int64_t>>& sources, int64_t kvs, int64_t kvr,
+                        double lambda, const char* what) {
+  LayerSolve out;
+  const int64_t L = static_cast<int64_t>(sources.size());
+  out.fits.resize(static_cast<size_t>(L));
+  out.residuals.resize(static_cast<size_t>(L));
+  std::map<std::vector<int64_t>, std::vector<int64_t>> groups;
+  for (int64_t j = 0; j < L; ++j) groups[sources[j]].push_back(j);
+  for (const auto& [src, layers] : groups) {
+    const std::vector<int64_t> xi = source_channels(src, kvs);
+    std::vector<int64_t> yi;
+    for (int64_t j : layers) {
+      for (int64_t c = 0; c < kvr; ++c) yi.push_back(j * kvr + c);
+    }
+    const RidgeFit fit = fit_ridge(train, xi, yi, lambda,
+                                   fmt::format("{} of receiver layer {}", what, layers.front()));
+    for (size_t g = 0; g < layers.size(); ++g) {
+      const int64_t j = layers[g];
+      out.fits[j] = slice_outputs(fit, static_cast<int64_t>(g) * kvr, kvr);
+      out.residuals[j] = ridge_residual(eval, xi, channel_range(j * kvr, kvr), out.fits[j]);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> top_k(const std::vector<double>& score, int64_t k) {
+  std::vector<int64_t> idx(score.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  idx.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(idx.size()))));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// Token-identity floor on held-out rows of receiver layer j: ŷ = the training mean of y for the
+// row's token id (the overall training mean for ids never seen in training).
+Residual identity_floor(const SplitStats& train, const SplitStats& held, const Moments& held_m,
+                        const Moments& train_m, const std::vector<double>& tok_train,
+                        const std::vector<double>& tok_held, int64_t M, int64_t j, int64_t kvr) {
+  Residual r = output_spread(held_m, channel_range(j * kvr, kvr));
+  double rss = r.sum_sq;
+  const int64_t V = static_cast<int64_t>(train.tok_count.size());
+  for (int64_t t = 0; t < V; ++t) {
+    const double nh = held.tok_count[t];
+    if (nh == 0) continue;
+    const double nt = train.tok_count[t];
+    for (int64_t c = j * kvr; c < (j + 1) * kvr; ++c) {
+      const double mu = nt > 0 ? tok_train[t * M + c] / nt : train_m.sy[c] / std::max(train_m.n, 1.0);
+      rss += -2 * mu * tok_held[t * M + c] + nh * mu * mu;
+    }
+  }
+  r.rss = rss;
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json FitOptions::settings() const {
+  return {{"method", method},         {"k", k},
+          {"lambda", lambda},         {"sequences", sequences},
+          {"seq_len", seq_len},       {"stride", stride},
+          {"recompute_layers", recompute_layers},
+          {"heldout_every", heldout_every},
+          {"select_windows", select_windows},
+          {"shard_count", shard_count},
+          {"token_identity", token_identity},
+          {"sender", sender_name},    {"receiver", receiver_name},
+          {"corpus", corpus_name},    {"sender_dir", sender_dir},
+          {"receiver_dir", receiver_dir},
+          {"corpus_path", corpus_path},
+          {"corpus_ids", corpus_ids}};
+}
+
+FitOptions fit_options_from_settings(const nlohmann::json& s) {
+  FitOptions o;
+  try {
+    o.method = s.at("method").get<std::string>();
+    o.k = s.at("k").get<int64_t>();
+    o.lambda = s.at("lambda").get<double>();
+    o.sequences = s.at("sequences").get<int64_t>();
+    o.seq_len = s.at("seq_len").get<int64_t>();
+    o.stride = s.at("stride").get<int64_t>();
+    o.recompute_layers = s.at("recompute_layers").get<int64_t>();
+    o.heldout_every = s.at("heldout_every").get<int64_t>();
+    o.select_windows = s.at("select_windows").get<int64_t>();
+    o.shard_count = s.at("shard_count").get<int64_t>();
+    o.token_identity = s.at("token_identity").get<bool>();
+    o.sender_name = s.at("sender").get<std::string>();
+    o.receiver_name = s.at("receiver").get<std::string>();
+    o.corpus_name = s.at("corpus").get<std::string>();
+    o.sender_dir = s.at("sender_dir").get<std::string>();
+    o.receiver_dir = s.at("receiver_dir").get<std::string>();
+    o.corpus_path = s.at("corpus_path").get<std::string>();
+    o.corpus_ids = s.at("corpus_ids").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("fit settings: {}", e.what());
+  }
+  return o;
+}
+
+StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOptions& o) {
+  if (o.method != "ridge" && o.method != "depth-remap" && o.method != "diagonal") {
+    fail("--method: '{}' is not one of ridge, depth-remap, diagonal", o.method);
+  }
+  StatsLayout l;
+  l.method = o.method;
+  l.sender = sender.cache_geometry();
+  l.receiver = receiver.cache_geometry();
+  if (l.diagonal() && (l.sender.n_layers != l.receiver.n_layers ||
+                       l.sender.n_kv_heads != l.receiver.n_kv_heads ||
+                       l.sender.head_dim != l.receiver.head_dim)) {
+    fail("--method diagonal re-aligns the same weights at another precision: the sender ({} layers, "
+         "{} KV heads × {}) and receiver ({} layers, {} KV heads × {}) geometries differ",
+         l.sender.n_layers, l.sender.n_kv_heads, l.sender.head_dim, l.receiver.n_layers,
+         l.receiver.n_kv_heads, l.receiver.head_dim);
+  }
+  if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
+    fail("--recompute-layers {} must be in [0, {}] (the receiver's layers)", o.recompute_layers,
+         l.receiver.n_layers);
+  }
+  const int64_t Ls = l.sender.n_layers, Lr = l.receiver.n_layers;
+  for (int64_t r = 1; r <= o.recompute_layers; ++r) {
+    const int64_t hs = std::llround(static_cast<double>(Lr - r) * static_cast<double>(Ls) / Lr);
+    l.boundaries.push_back({r, std::clamp<int64_t>(hs, 0, Ls)});
+  }
+  if (o.token_identity) {
+    const int64_t V = std::min(sender.config().vocab_size, receiver.config().vocab_size);
+    const double bytes = static_cast<double>(V) * (1 + 2.0 * Lr * l.receiver.kv_dim()) * 2 * 8;
+    if (bytes <= kTokenIdentityBudgetBytes) l.token_vocab = V;
+  }
+  return l;
+}
+
+void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model& sender,
+                       const Model& receiver, std::span<const int32_t> ids, int64_t stride) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  if (T == 0) return;
+  if (stride < 1) fail("--stride {} must be ≥ 1", stride);
+  const bool hidden = !layout.boundaries.empty();
+  KVCache sc = sender.new_cache(T, hidden), rc = receiver.new_cache(T, hidden);
+  sender.forward(ids, sc, {});
+  receiver.forward(ids, rc, {});
+  std::vector<int64_t> pos;
+  for (int64_t p = 0; p < T; p += stride) pos.push_back(p);
+  const int64_t R = static_cast<int64_t>(pos.size());
+
+  const std::vector<double> xk = layer_rows(sc, sender.rope(), true, pos);
+  const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos);
+  split.k.add(xk.data(), yk.data(), R);
+  const std::vector<double> xv = layer_rows(sc, sender.rope(), false, pos);
+  const std::vector<double> yv = layer_rows(rc, receiver.rope(), false, pos);
+  split.v.add(xv.data(), yv.data(), R);
+  for (size_t b = 0; b < layout.boundaries.size(); ++b) {
+    const BoundarySpec& s = layout.boundaries[b];
+    const std::vector<double> x = hidden_rows(sc, s.sender_hidden, pos);
+    const std::vector<double> y = hidden_rows(rc, layout.receiver.n_layers - s.r, pos);
+    split.boundary[b].add(x.data(), y.data(), R);
+  }
+  if (layout.token_vocab > 0) {
+    const int64_t M = layout.receiver.n_layers * layout.receiver.kv_dim();
+    for (int64_t i = 0; i < R; ++i) {
+      const int32_t t = ids[pos[i]];
+      if (t < 0 || t >= layout.token_vocab) continue;
+      split.tok_count[t] += 1;
+      for (int64_t c = 0; c < M; ++c) {
+        split.tok_k[t * M + c] += yk[i * M + c];
+        split.tok_v[t * M + c] += yv[i * M + c];
+      }
+    }
+  }
+  split.sequences += 1;
+}
+
+RouteStats collect_stats(const Model& sender, const Model& receiver, TokenStream& corpus,
+                         const FitOptions& o, const FitProgress& progress, const FitLog& log) {
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count) {
+    fail("--shard {}/{}: the shard must be in 1..{}", o.shard_index + 1, o.shard_count, o.shard_count);
+  }
+  if (o.seq_len < 2) fail("--seq-len {} must be ≥ 2", o.seq_len);
+  if (o.sequences < 1) fail("--sequences {} must be ≥ 1", o.sequences);
+  RouteStats st;
+  st.init(make_layout(sender, receiver, o));
+  st.settings = o.settings();
+  st.shard_index = o.shard_index;
+  st.shard_count = o.shard_count;
+  st.shards_merged = {o.shard_index};
+  st.max_select_windows = o.select_windows;
+  const int64_t vocab = std::min(sender.config().vocab_size, receiver.config().vocab_size);
+  int64_t mine = 0;
+  for (int64_t i = 0; i < o.sequences; ++i) mine += i % o.shard_count == o.shard_index;
+  std::vector<int32_t> ids;
+  int64_t done = 0, seen = 0;
+  for (int64_t i = 0; i < o.sequences; ++i) {
+    if (i % o.shard_count != o.shard_index) {
+      if (!corpus.skip_window(o.seq_len)) break;
+      ++seen;
+      continue;
+    }
+    if (!corpus.next_window(o.seq_len, ids)) break;
+    ++seen;
+    for (int32_t t : ids) {
+      if (t >= vocab) {
+        fail("{}: token id {} is outside the models' vocabulary ({} ids)", corpus.path().string(),
+             t, vocab);
+      }
+    }
+    const bool held = o.heldout_every > 0 && i % o.heldout_every == o.heldout_every - 1;
+    accumulate_window(st.layout, held ? st.heldout : st.train, sender, receiver, ids, o.stride);
+    if (held) st.add_select_window(i, ids);
+    ++done;
+    if (progress) progress(done, mine);
+  }
+  if (seen < o.sequences) {
+    say(log, fmt::format("note: {} holds only {} windows of {} tokens (asked for {})",
+                         corpus.path().string(), seen, o.seq_len, o.sequences));
+  }
+  return st;
+}
+
+MapData solve_route(const RouteStats& st, const Model& sender, const Model& receiver,
+                    const FitOptions& o, const FitLog& log) {
+  const StatsLayout& lay = st.layout;
+  if (!(lay == make_layout(sender, receiver, o))) {
+    fail("statistics were collected for another route or method ({})", lay.to_json().dump());
+  }
+  if (static_cast<int64_t>(st.shards_merged.size()) != st.shard_count) {
+    fail("statistics cover {} of {} shards; merge all shards first (molt fit merge)",
+         st.shards_merged.size(), st.shard_count);
+  }
+  const SplitStats& train = st.train;
+  const bool has_held = st.heldout.k.n > 0;
+  const SplitStats& held = has_held ? st.heldout : st.train;
+  if (train.k.n < 1) fail("no training rows: the corpus is empty or every window is held out");
+  const int64_t Ls = lay.sender.n_layers, Lr = lay.receiver.n_layers;
+  const int64_t kvs = lay.sender.kv_dim(), kvr = lay.receiver.kv_dim();
+
+  MapData map;
+  map.method = o.method;
+  map.sender = RungSpec::of(sender, o.sender_name);
+  map.receiver = RungSpec::of(receiver, o.receiver_name);
+  map.layers.resize(static_cast<size_t>(Lr));
+  for (LayerMap& L : map.layers) L.kv_s = kvs;
+  nlohmann::json& info = map.info;
+  std::vector<Residual> res_k(Lr), res_v(Lr);
+
+  if (o.method == "diagonal") {
+    for (int64_t j = 0; j < Lr; ++j) {
+      LayerMap& L = map.layers[j];
+      L.k_sources = L.v_sources = {j};
+      const DiagonalFit fk = fit_diagonal(train.k, j * kvr, kvr), fv = fit_diagonal(train.v, j * kvr, kvr);
+      L.k_scale = to_f32(fk.scale);
+      L.k_offset = to_f32(fk.offset);
+      L.v_scale = to_f32(fv.scale);
+      L.v_offset = to_f32(fv.offset);
+      res_k[j] = diagonal_residual(held.k, j * kvr, kvr, fk);
+      res_v[j] = diagonal_residual(held.v, j * kvr, kvr, fv);
+    }
+    info["lambda"] = 0.0;
+    info["lambda_applied_to"] = "none: per layer and channel, y = scale·x + offset by ordinary least squares";
+    info["k"] = 1;
+    info["k_chosen_by"] = "diagonal re-alignment: receiver layer j reads sender layer j";
+  } else {
+    std::vector<std::vector<int64_t>> src_k(Lr), src_v(Lr);
+    nlohmann::json candidates = nlohmann::json::array();
+    int64_t chosen_k = 1;
+    if (o.method == "depth-remap") {
+      for (int64_t j = 0; j < Lr; ++j) {
+        const int64_t s = std::min<int64_t>(Ls - 1, (2 * j + 1) * Ls / (2 * Lr));
+        src_k[j] = src_v[j] = {s};
+      }
+      info["k_chosen_by"] = "depth remap: receiver layer j reads sender layer ⌊(j + ½)·L_s/L_r⌋";
+    } else {
+      // Single-source R² of every sender layer for every receiver layer, K and V apart.
+      std::vector<std::vector<double>> r2k(Lr, std::vector<double>(Ls)), r2v = r2k;
+      const std::vector<int64_t> all_out = channel_range(0, Lr * kvr);
+      for (int64_t i = 0; i < Ls; ++i) {
+        const std::vector<int64_t> xi = channel_range(i * kvs, kvs);
+        for (int kv = 0; kv < 2; ++kv) {
+          const Moments& tm = kv == 0 ? train.k : train.v;
+          const Moments& hm = kv == 0 ? held.k : held.v;
+          const RidgeFit f = fit_ridge(tm, xi, all_out, o.lambda,
+                                       fmt::format("{} from sender layer {}", kv == 0 ? "keys" : "values", i));
+          for (int64_t j = 0; j < Lr; ++j) {
+            const Residual r = ridge_residual(hm, xi, channel_range(j * kvr, kvr), slice_outputs(f, j * kvr, kvr));
+            (kv == 0 ? r2k : r2v)[j][i] = r.r2();
+          }
+        }
+      }
+      info["single_source_r2"] = {{"k", r2k}, {"v", r2v}};
+      info["ranked_by"] = has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
+                                   : "single-source R² on training rows (nothing held out), per receiver layer, keys and values apart";
+      std::vector<int64_t> ks;
+      if (o.k > 0) {
+        ks = {std::min(o.k, Ls)};
+      } else {
+        for (int64_t k : {1, 2, 4, 8, 16}) {
+          if (k < Ls) ks.push_back(k);
+        }
+        ks.push_back(Ls);
+      }
+      std::vector<MapData> cand;
+      std::vector<std::vector<Residual>> cand_rk, cand_rv;
+      for (int64_t k : ks) {
+        MapData m = map;
+        for (int64_t j = 0; j < Lr; ++j) {
+          m.layers[j].k_sources = top_k(r2k[j], k);
+          m.layers[j].v_sources = top_k(r2v[j], k);
+        }
+        std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
+        for (int64_t j = 0; j < Lr; ++j) sk[j] = m.layers[j].k_sources, sv[j] = m.layers[j].v_sources;
+        const LayerSolve lk = solve_layers(train.k, held.k, sk, kvs, kvr, o.lambda, "keys");
+        const LayerSolve lv = solve_layers(train.v, held.v, sv, kvs, kvr, o.lambda, "values");
+        Residual tk, tv;
+        for (int64_t j = 0; j < Lr; ++j) {
+          m.layers[j].k_weight = to_f32(lk.fits[j].w);
+          m.layers[j].k_bias = to_f32(lk.fits[j].b);
+          m.layers[j].v_weight = to_f32(lv.fits[j].w);
+          m.layers[j].v_bias = to_f32(lv.fits[j].b);
+          tk.add(lk.residuals[j]);
+          tv.add(lv.residuals[j]);
+        }
+        say(log, fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                             k, tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
+        candidates.push_back({{"k", k},
+                              {"k_residual", residual_json(tk)},
+                              {"v_residual", residual_json(tv)}});
+        cand.push_back(std::move(m));
+        cand_rk.push_back(lk.residuals);
+        cand_rv.push_back(lv.residuals);
+      }
+      size_t best = 0;
+      if (cand.size() > 1) {
+        if (st.select_windows.empty()) {
+          fail("choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
+               "or give --k");
+        }
+        std::vector<std::vector<int32_t>> windows;
+        for (const auto& w : st.select_windows) windows.push_back(w.second);
+        const int64_t prefix = o.seq_len * 3 / 4;
+        std::vector<std::unique_ptr<CacheMap>> maps;
+        std::vector<Condition> conds;
+        for (size_t c = 0; c < cand.size(); ++c) {
+          maps.push_back(CacheMap::from_data(cand[c]));
+          const CacheMap* mp = maps.back().get();
+          conds.push_back({fmt::format("k={}", ks[c]),
+                           [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
+                             mp->apply(sender, s, receiver, t, TransferOptions{}, d);
+                           }});
+        }
+        const TransferEval ev = evaluate_transfer(sender, receiver, windows, prefix, conds, false);
+        for (size_t c = 0; c < cand.size(); ++c) {
+          candidates[c]["heldout_nll"] = ev.conditions[c].nll;
+          candidates[c]["nll_gap"] = ev.conditions[c].nll_gap;
+          say(log, fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
+                               ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
+          if (ev.conditions[c].nll < ev.conditions[best].nll) best = c;
+        }
+        info["k_chosen_by"] = fmt::format(
+            "lowest held-out prefix-KV NLL: receiver NLL on tokens after a transferred prefix of {} "
+            "tokens, {} held-out windows of {}, over candidates k = {}",
+            prefix, windows.size(), o.seq_len, fmt::join(ks, ", "));
+        info["select_native_nll"] = ev.native_nll;
+      } else {
+        info["k_chosen_by"] = o.k > 0 ? "given (--k)" : "the only candidate";
+      }
+      chosen_k = ks[best];
+      MapData chosen = std::move(cand[best]);
+      chosen.info = map.info;
+      map = std::move(chosen);
+      res_k = cand_rk[best];
+      res_v = cand_rv[best];
+    }
+    if (o.method == "depth-remap") {
+      const LayerSolve lk = solve_layers(train.k, held.k, src_k, kvs, kvr, o.lambda, "keys");
+      const LayerSolve lv = solve_layers(train.v, held.v, src_v, kvs, kvr, o.lambda, "values");
+      for (int64_t j = 0; j < Lr; ++j) {
+        LayerMap& L = map.layers[j];
+        L.k_sources = src_k[j];
+        L.v_sources = src_v[j];
+        L.k_weight = to_f32(lk.fits[j].w);
+        L.k_bias = to_f32(lk.fits[j].b);
+        L.v_weight = to_f32(lv.fits[j].w);
+        L.v_bias = to_f32(lv.fits[j].b);
+      }
+      res_k = lk.residuals;
+      res_v = lv.residuals;
+    }
+    info["k"] = chosen_k;
+    info["k_candidates"] = candidates;
+    info["lambda"] = o.lambda;
+    info["lambda_applied_to"] =
+        "the centred input covariance: W = (XcᵀXc/N + λI)⁻¹ XcᵀYc/N with Xc, Yc the rows minus "
+        "their means; intercept b = ȳ − Wᵀx̄ (not penalised); Cholesky (LAPACK dpotrf/dpotrs) in "
+        "double";
+  }
+  info["input"] = o.method == "diagonal"
+                      ? "the same layer's channel (keys un-rotated at the sender's RoPE)"
+                      : "all KV heads of the listed sender layers, concatenated in ascending layer "
+                        "order, keys un-rotated at the sender's RoPE angles";
+
+  // Selective recompute: boundary maps.
+  nlohmann::json boundary_res = nlohmann::json::array();
+  for (size_t b = 0; b < lay.boundaries.size(); ++b) {
+    const BoundarySpec& s = lay.boundaries[b];
+    const std::vector<int64_t> xi = channel_range(0, lay.sender.hidden_size);
+    const std::vector<int64_t> yi = channel_range(0, lay.receiver.hidden_size);
+    const RidgeFit f = fit_ridge(train.boundary[b], xi, yi, o.lambda,
+                                 fmt::format("boundary map for r = {}", s.r));
+    const Residual r = ridge_residual(held.boundary[b], xi, yi, f);
+    map.boundaries.push_back({s.r, s.sender_hidden, to_f32(f.w), to_f32(f.b)});
+    boundary_res.push_back({{"r", s.r},
+                            {"sender_hidden", s.sender_hidden},
+                            {"receiver_hidden", Lr - s.r},
+                            {"rel_rms", r.rel_rms()},
+                            {"centred", r.centred()}});
+    say(log, fmt::format("boundary r = {}: sender hidden {} → receiver hidden {}: held-out residual "
+                         "{:.4f} (centred {:.4f})",
+                         s.r, s.sender_hidden, Lr - s.r, r.rel_rms(), r.centred()));
+  }
+
+  // Residuals per layer, beside the token-identity floor.
+  const bool floor = lay.token_vocab > 0 && has_held;
+  const int64_t M = Lr * kvr;
+  nlohmann::json layers = nlohmann::json::array();
+  Residual tk, tv, fk, fvv;
+  for (int64_t j = 0; j < Lr; ++j) {
+    nlohmann::json e = {{"layer", j}, {"k", residual_json(res_k[j])}, {"v", residual_json(res_v[j])}};
+    tk.add(res_k[j]);
+    tv.add(res_v[j]);
+    if (floor) {
+      const Residual a = identity_floor(train, st.heldout, st.heldout.k, train.k, train.tok_k,
+                                        st.heldout.tok_k, M, j, kvr);
+      const Residual b = identity_floor(train, st.heldout, st.heldout.v, train.v, train.tok_v,
+                                        st.heldout.tok_v, M, j, kvr);
+      e["k_token_identity"] = residual_json(a);
+      e["v_token_identity"] = residual_json(b);
+      fk.add(a);
+      fvv.add(b);
+    }
+    layers.push_back(e);
+  }
+  nlohmann::json total = {{"k", residual_json(tk)}, {"v", residual_json(tv)}};
+  if (floor) {
+    total["k_token_identity"] = residual_json(fk);
+    total["v_token_identity"] = residual_json(fvv);
+  }
+  info["residuals"] = {{"on", has_held ? "held-out rows" : "training rows (nothing held out)"},
+                       {"keys", "un-rotated"},
+                       {"total", total},
+                       {"layers", layers},
+                       {"boundary", boundary_res}};
+  say(log, fmt::format("held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f}){}", tk.rel_rms(),
+                       tv.rel_rms(), tk.centred(), tv.centred(),
+                       floor ? fmt::format("; token-identity floor K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                                           fk.rel_rms(), fvv.rel_rms(), fk.centred(), fvv.centred())
+                             : ""));
+  info["calibration"] = {{"sequences", o.sequences},
+                         {"train_windows", train.sequences},
+                         {"heldout_windows", st.heldout.sequences},
+                         {"seq_len", o.seq_len},
+                         {"stride", o.stride},
+                         {"rows", "positions 0, stride, 2·stride, ... of each window"},
+                         {"train_rows", train.k.n},
+                         {"heldout_rows", st.heldout.k.n},
+                         {"heldout_every", o.heldout_every},
+                         {"shards", st.shard_count}};
+  info["corpus"] = o.corpus_name;
+  info["created_by"] = "molt fit";
+  return map;
+}
+
+}  // namespace molt

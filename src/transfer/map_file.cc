@@ -1,0 +1,348 @@
+#include "molt/transfer/map_file.h"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "molt/common/error.h"
+#include "molt/formats/safetensors.h"
+#include "molt/model/model.h"
+
+namespace molt {
+namespace {
+
+constexpr const char* kMapFile = "map.safetensors";
+constexpr const char* kIndexFile = "index.json";
+constexpr const char* kRopeStyle = "rotate-half";  // Hugging Face / Qwen2 RoPE
+
+// Metadata keys the reader interprets itself; the rest go to MapData::info.
+const char* const kStructuralKeys[] = {"format", "format_version", "method", "sender",
+                                       "receiver", "sources", "boundary"};
+
+std::span<const std::byte> as_bytes(const float* p, size_t n) {
+  return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
+}
+
+std::string head_name(int64_t j, char kv, int64_t h, const char* what) {
+  return fmt::format("layers.{}.{}.heads.{}.{}", j, kv, h, what);
+}
+
+RungSpec rung_from_json(const nlohmann::json& j) {
+  RungSpec r;
+  r.name = j.value("name", "");
+  r.geometry.n_layers = j.at("n_layers").get<int64_t>();
+  r.geometry.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
+  r.geometry.head_dim = j.at("head_dim").get<int64_t>();
+  r.geometry.hidden_size = j.at("hidden_size").get<int64_t>();
+  const auto& rope = j.at("rope");
+  r.rope.theta = rope.at("theta").get<double>();
+  r.rope.head_dim = rope.at("head_dim").get<int64_t>();
+  if (rope.at("style").get<std::string>() != kRopeStyle) {
+    fail("RoPE style '{}' is not supported (only {})", rope.at("style").get<std::string>(),
+         kRopeStyle);
+  }
+  return r;
+}
+
+// Metadata value → JSON: objects, arrays, numbers and booleans are parsed, the rest stay strings.
+nlohmann::json meta_value(const std::string& s) {
+  if (!s.empty() && (s[0] == '{' || s[0] == '[' || s[0] == '-' || (s[0] >= '0' && s[0] <= '9') ||
+                     s == "true" || s == "false")) {
+    auto j = nlohmann::json::parse(s, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) return j;
+  }
+  return s;
+}
+
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name,
+                            const std::vector<int64_t>& shape) {
+  const TensorView* t = f.find(name);
+  if (t == nullptr) fail("{}: tensor '{}' is missing", f.path().string(), name);
+  if (t->dtype != DType::F32) {
+    fail("{}: tensor '{}' has dtype {}, expected F32", f.path().string(), name,
+         dtype_name(t->dtype));
+  }
+  if (t->shape != shape) {
+    fail("{}: tensor '{}' has shape {}, expected [{}]", f.path().string(), name, t->shape_str(),
+         fmt::join(shape, ", "));
+  }
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  std::memcpy(out.data(), t->data, t->nbytes);
+  return out;
+}
+
+void check_side(const char* side, const RungSpec& in_map, const Model& m,
+                const std::filesystem::path& file) {
+  const CacheGeometry g = m.cache_geometry();
+  const std::string model_dir = m.store().dir().string();
+  auto field = [&](const char* name, int64_t want, int64_t have) {
+    if (want != have) {
+      fail("{}: {} {} is {} in the map but {} in {}: this map is for another route", file.string(),
+           side, name, want, have, model_dir);
+    }
+  };
+  field("n_layers", in_map.geometry.n_layers, g.n_layers);
+  field("n_kv_heads", in_map.geometry.n_kv_heads, g.n_kv_heads);
+  field("head_dim", in_map.geometry.head_dim, g.head_dim);
+  field("hidden_size", in_map.geometry.hidden_size, g.hidden_size);
+  const RopeSpec r = m.rope();
+  if (in_map.rope.head_dim != r.head_dim || in_map.rope.theta != r.theta) {
+    fail("{}: {} RoPE spec (theta {}, head_dim {}) differs from {} (theta {}, head_dim {}): "
+         "keys would be un-rotated at the wrong angles",
+         file.string(), side, in_map.rope.theta, in_map.rope.head_dim, model_dir, r.theta,
+         r.head_dim);
+  }
+}
+
+}  // namespace
+
+int64_t LayerMap::k_in() const { return static_cast<int64_t>(k_sources.size()) * kv_s; }
+int64_t LayerMap::v_in() const { return static_cast<int64_t>(v_sources.size()) * kv_s; }
+
+RungSpec RungSpec::of(const Model& m, const std::string& name) {
+  return {name, m.cache_geometry(), m.rope()};
+}
+
+nlohmann::json RungSpec::to_json() const {
+  return {{"name", name},
+          {"n_layers", geometry.n_layers},
+          {"n_kv_heads", geometry.n_kv_heads},
+          {"head_dim", geometry.head_dim},
+          {"hidden_size", geometry.hidden_size},
+          {"rope", {{"theta", rope.theta}, {"head_dim", rope.head_dim}, {"style", kRopeStyle}}}};
+}
+
+std::string sha256_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open to checksum", path.string());
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    fail("SHA-256: OpenSSL init failed");
+  }
+  std::vector<char> buf(1 << 20);
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize got = f.gcount();
+    if (got > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+  return hex;
+}
+
+void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
+  std::filesystem::create_directories(dir);
+  const CacheGeometry& gr = map.receiver.geometry;
+  const int64_t hd = gr.head_dim, kvr = gr.kv_dim();
+  if (static_cast<int64_t>(map.layers.size()) != gr.n_layers) {
+    fail("map: {} layer maps for a receiver of {} layers", map.layers.size(), gr.n_layers);
+  }
+  const bool diagonal = map.method == "diagonal";
+  std::vector<TensorToWrite> tensors;
+  nlohmann::json src_k = nlohmann::json::array(), src_v = nlohmann::json::array();
+  for (int64_t j = 0; j < gr.n_layers; ++j) {
+    const LayerMap& L = map.layers[static_cast<size_t>(j)];
+    src_k.push_back(L.k_sources);
+    src_v.push_back(L.v_sources);
+    for (int64_t h = 0; h < gr.n_kv_heads; ++h) {
+      if (diagonal) {
+        const std::pair<const char*, const std::vector<float>*> parts[] = {
+            {"k.scale", &L.k_scale}, {"k.offset", &L.k_offset}, {"v.scale", &L.v_scale},
+            {"v.offset", &L.v_offset}};
+        for (const auto& [what, vec] : parts) {
+          if (static_cast<int64_t>(vec->size()) != kvr) fail("map: layer {} {} has a bad size", j, what);
+          tensors.push_back({head_name(j, what[0], h, what + 2), DType::F32, {hd},
+                             as_bytes(vec->data() + h * hd, static_cast<size_t>(hd))});
+        }
+        continue;
+      }
+      for (char kv : {'k', 'v'}) {
+        const std::vector<float>& w = kv == 'k' ? L.k_weight : L.v_weight;
+        const std::vector<float>& b = kv == 'k' ? L.k_bias : L.v_bias;
+        const int64_t in = kv == 'k' ? L.k_in() : L.v_in();
+        if (static_cast<int64_t>(w.size()) != kvr * in || static_cast<int64_t>(b.size()) != kvr) {
+          fail("map: layer {} {} map has a bad size", j, kv);
+        }
+        tensors.push_back({head_name(j, kv, h, "weight"), DType::F32, {hd, in},
+                           as_bytes(w.data() + h * hd * in, static_cast<size_t>(hd * in))});
+        tensors.push_back({head_name(j, kv, h, "bias"), DType::F32, {hd},
+                           as_bytes(b.data() + h * hd, static_cast<size_t>(hd))});
+      }
+    }
+  }
+  nlohmann::json boundary = nlohmann::json::array();
+  for (const BoundaryMap& b : map.boundaries) {
+    const int64_t hr = gr.hidden_size, hs = map.sender.geometry.hidden_size;
+    if (static_cast<int64_t>(b.weight.size()) != hr * hs) fail("map: boundary r={} bad size", b.r);
+    boundary.push_back(
+        {{"r", b.r}, {"sender_hidden", b.sender_hidden}, {"receiver_hidden", gr.n_layers - b.r}});
+    tensors.push_back({fmt::format("boundary.r{}.weight", b.r), DType::F32, {hr, hs},
+                       as_bytes(b.weight.data(), b.weight.size())});
+    tensors.push_back({fmt::format("boundary.r{}.bias", b.r), DType::F32, {hr},
+                       as_bytes(b.bias.data(), b.bias.size())});
+  }
+  std::map<std::string, std::string> meta;
+  for (const auto& [key, value] : map.info.items()) {
+    meta[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  }
+  meta["format"] = "molt-kv-map";
+  meta["format_version"] = std::to_string(kMapFormatVersion);
+  meta["method"] = map.method;
+  meta["sender"] = map.sender.to_json().dump();
+  meta["receiver"] = map.receiver.to_json().dump();
+  meta["sources"] = nlohmann::json{{"k", src_k}, {"v", src_v}}.dump();
+  meta["boundary"] = boundary.dump();
+
+  const std::filesystem::path file = dir / kMapFile;
+  write_safetensors(file, tensors, meta);
+  const nlohmann::json index = {
+      {"format", "molt-map-index"},
+      {"format_version", kMapFormatVersion},
+      {"files",
+       {{kMapFile,
+         {{"sha256", sha256_file(file)}, {"bytes", std::filesystem::file_size(file)}}}}}};
+  std::ofstream(dir / kIndexFile) << index.dump(2) << "\n";
+}
+
+MapData read_map_dir(const std::filesystem::path& dir) {
+  const std::filesystem::path index_path = dir / kIndexFile, file = dir / kMapFile;
+  if (!std::filesystem::exists(index_path)) {
+    fail("{}: missing; a map directory holds map.safetensors and index.json (its checksums)",
+         index_path.string());
+  }
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(std::ifstream(index_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", index_path.string(), e.what());
+  }
+  if (!index.is_object() || index.value("format", "") != "molt-map-index" ||
+      !index.contains("files") || !index["files"].is_object()) {
+    fail("{}: not a molt map index (needs \"format\": \"molt-map-index\" and \"files\")",
+         index_path.string());
+  }
+  if (!index["files"].contains(kMapFile)) fail("{}: does not list {}", index_path.string(), kMapFile);
+  for (const auto& [name, entry] : index["files"].items()) {
+    const std::filesystem::path p = dir / name;
+    if (!std::filesystem::exists(p)) fail("{}: lists {} which is missing", index_path.string(), name);
+    if (!entry.contains("sha256") || !entry["sha256"].is_string()) {
+      fail("{}: entry '{}' has no sha256", index_path.string(), name);
+    }
+    const std::string have = sha256_file(p), want = entry["sha256"].get<std::string>();
+    if (have != want) {
+      fail("{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
+           "after fitting",
+           index_path.string(), name, have, want);
+    }
+  }
+
+  auto st = SafetensorsFile::open(file);
+  const auto& meta = st->metadata();
+  auto get = [&](const char* key) -> const std::string& {
+    auto it = meta.find(key);
+    if (it == meta.end()) fail("{}: __metadata__ lacks '{}'", file.string(), key);
+    return it->second;
+  };
+  if (get("format") != "molt-kv-map") fail("{}: format '{}' is not molt-kv-map", file.string(), get("format"));
+  if (get("format_version") != std::to_string(kMapFormatVersion)) {
+    fail("{}: format_version {} is not supported (this molt reads {})", file.string(),
+         get("format_version"), kMapFormatVersion);
+  }
+  MapData map;
+  nlohmann::json sources, boundary;
+  try {
+    map.method = get("method");
+    map.sender = rung_from_json(nlohmann::json::parse(get("sender")));
+    map.receiver = rung_from_json(nlohmann::json::parse(get("receiver")));
+    sources = nlohmann::json::parse(get("sources"));
+    boundary = nlohmann::json::parse(get("boundary"));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: __metadata__: {}", file.string(), e.what());
+  } catch (const Error& e) {
+    fail("{}: __metadata__: {}", file.string(), e.what());
+  }
+  if (map.method != "ridge" && map.method != "depth-remap" && map.method != "diagonal") {
+    fail("{}: unknown method '{}'", file.string(), map.method);
+  }
+  for (const auto& [key, value] : meta) {
+    if (std::find(std::begin(kStructuralKeys), std::end(kStructuralKeys), key) ==
+        std::end(kStructuralKeys)) {
+      map.info[key] = meta_value(value);
+    }
+  }
+  const CacheGeometry& gs = map.sender.geometry;
+  const CacheGeometry& gr = map.receiver.geometry;
+  const int64_t hd = gr.head_dim, kvr = gr.kv_dim(), kvs = gs.kv_dim();
+  const bool diagonal = map.method == "diagonal";
+  if (diagonal && kvs != kvr) fail("{}: a diagonal map needs equal KV widths", file.string());
+  if (!sources.contains("k") || !sources.contains("v") ||
+      static_cast<int64_t>(sources["k"].size()) != gr.n_layers ||
+      static_cast<int64_t>(sources["v"].size()) != gr.n_layers) {
+    fail("{}: __metadata__ 'sources' must list sources for each of {} receiver layers",
+         file.string(), gr.n_layers);
+  }
+  map.layers.resize(static_cast<size_t>(gr.n_layers));
+  for (int64_t j = 0; j < gr.n_layers; ++j) {
+    LayerMap& L = map.layers[static_cast<size_t>(j)];
+    L.kv_s = kvs;
+    L.k_sources = sources["k"][j].get<std::vector<int64_t>>();
+    L.v_sources = sources["v"][j].get<std::vector<int64_t>>();
+    for (const auto* list : {&L.k_sources, &L.v_sources}) {
+      if (list->empty()) fail("{}: receiver layer {} has no source layers", file.string(), j);
+      for (int64_t s : *list) {
+        if (s < 0 || s >= gs.n_layers) {
+          fail("{}: receiver layer {} lists sender layer {} (sender has {})", file.string(), j, s,
+               gs.n_layers);
+        }
+      }
+    }
+    auto gather = [&](char kv, const char* what, int64_t in) {
+      std::vector<float> out;
+      for (int64_t h = 0; h < gr.n_kv_heads; ++h) {
+        std::vector<int64_t> shape = in > 0 ? std::vector<int64_t>{hd, in} : std::vector<int64_t>{hd};
+        std::vector<float> part = read_f32(*st, head_name(j, kv, h, what), shape);
+        out.insert(out.end(), part.begin(), part.end());
+      }
+      return out;
+    };
+    if (diagonal) {
+      L.k_scale = gather('k', "scale", 0);
+      L.k_offset = gather('k', "offset", 0);
+      L.v_scale = gather('v', "scale", 0);
+      L.v_offset = gather('v', "offset", 0);
+    } else {
+      L.k_weight = gather('k', "weight", L.k_in());
+      L.k_bias = gather('k', "bias", 0);
+      L.v_weight = gather('v', "weight", L.v_in());
+      L.v_bias = gather('v', "bias", 0);
+    }
+    (void)kvr;
+  }
+  for (const auto& b : boundary) {
+    BoundaryMap bm;
+    bm.r = b.at("r").get<int64_t>();
+    bm.sender_hidden = b.at("sender_hidden").get<int64_t>();
+    if (bm.r < 1 || bm.r > gr.n_layers || bm.sender_hidden < 0 || bm.sender_hidden > gs.n_layers) {
+      fail("{}: boundary r={} from sender hidden {} is out of range", file.string(), bm.r,
+           bm.sender_hidden);
+    }
+    bm.weight = read_f32(*st, fmt::format("boundary.r{}.weight", bm.r), {gr.hidden_size, gs.hidden_size});
+    bm.bias = read_f32(*st, fmt::format("boundary.r{}.bias", bm.r), {gr.hidden_size});
+    map.boundaries.push_back(std::move(bm));
+  }
+  return map;
+}
+
+void check_route(const MapData& map, const std::filesystem::path& dir, const Model& sender,
+                 const Model& receiver) {
+  const std::filesystem::path file = dir / kMapFile;
+  check_side("sender", map.sender, sender, file);
+  check_side("receiver", map.receiver, receiver, file);
+}
+
+}  // namespace molt

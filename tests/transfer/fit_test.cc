@@ -1,0 +1,276 @@
+// Fitting end to end on tiny synthetic rungs: a model's route to itself reproduces its cache,
+// shards merge into exactly one run, depth remap and diagonal routes, statistics files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "molt/common/error.h"
+#include "molt/transfer/corpus.h"
+#include "molt/transfer/eval.h"
+#include "molt/transfer/fit.h"
+#include "molt/transfer/transfer.h"
+#include "route_fixture.h"
+
+namespace molt {
+namespace {
+
+FitOptions small_options() {
+  FitOptions o;
+  o.sequences = 8;
+  o.seq_len = 40;
+  o.stride = 1;
+  o.heldout_every = 4;  // windows 3 and 7 are held out
+  o.select_windows = 2;
+  o.corpus_name = "ids";
+  return o;
+}
+
+RouteStats collect(const Model& s, const Model& r, const std::filesystem::path& corpus,
+                   const FitOptions& o) {
+  auto stream = TokenStream::ids(corpus);
+  return collect_stats(s, r, *stream, o);
+}
+
+class Fit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    big_cfg_ = test::tiny_config(64, 3, 4, 2);
+    small_cfg_ = test::tiny_config(48, 2, 2, 1, 500000.0);  // other head_dim (24) and θ
+    big_ = test::tiny_model(dir_ / "big", big_cfg_, 3);
+    small_ = test::tiny_model(dir_ / "small", small_cfg_, 4);
+    corpus_ = dir_ / "corpus.txt";
+    test::write_ids_file(corpus_, 8 * 40 + 7, 97, 21);
+  }
+  test::TempDir dir_;
+  ModelConfig big_cfg_, small_cfg_;
+  std::unique_ptr<Model> big_, small_;
+  std::filesystem::path corpus_;
+};
+
+TEST_F(Fit, RouteToItselfReproducesTheCache) {
+  FitOptions o = small_options();
+  o.k = 3;  // all sender layers
+  o.lambda = 1e-9;
+  const RouteStats st = collect(*big_, *big_, corpus_, o);
+  EXPECT_EQ(st.train.sequences, 6);
+  EXPECT_EQ(st.heldout.sequences, 2);
+  EXPECT_EQ(st.train.k.n, 6 * 40);
+  const MapData data = solve_route(st, *big_, *big_, o);
+  // Every receiver layer ranks its own sender layer first (R² = 1).
+  for (int64_t j = 0; j < 3; ++j) {
+    const auto& r2 = data.info["single_source_r2"]["k"][j];
+    EXPECT_NEAR(r2[j].get<double>(), 1.0, 1e-6) << j;
+  }
+  EXPECT_LT(data.info["residuals"]["total"]["k"]["rel_rms"].get<double>(), 1e-4);
+  EXPECT_LT(data.info["residuals"]["total"]["v"]["rel_rms"].get<double>(), 1e-4);
+
+  // Applied to a cache of new text, the map gives the cache back.
+  auto map = CacheMap::from_data(data);
+  const std::vector<int32_t> ids = test::random_ids(50, 97, 99);
+  KVCache src = big_->new_cache(50), dst = big_->new_cache(50);
+  big_->forward(ids, src, {});
+  map->apply(*big_, src, *big_, ids, {}, dst);
+  const int64_t kv = big_cfg_.kv_dim();
+  for (int64_t l = 0; l < 3; ++l) {
+    EXPECT_LT(test::max_abs_diff(dst.k(l), src.k(l), 50 * kv), 2e-3 * test::max_abs(src.k(l), 50 * kv)) << l;
+    EXPECT_LT(test::max_abs_diff(dst.v(l), src.v(l), 50 * kv), 2e-3 * test::max_abs(src.v(l), 50 * kv)) << l;
+  }
+  // At the default λ = 0.01 the shrinkage stays small.
+  o.lambda = 0.01;
+  const MapData d2 = solve_route(st, *big_, *big_, o);
+  EXPECT_LT(d2.info["residuals"]["total"]["k"]["rel_rms"].get<double>(), 0.05);
+}
+
+TEST_F(Fit, CrossGeometryRouteChoosesKByHeldOutNll) {
+  FitOptions o = small_options();
+  o.recompute_layers = 1;
+  const RouteStats st = collect(*big_, *small_, corpus_, o);
+  std::vector<std::string> log;
+  const MapData data = solve_route(st, *big_, *small_, o, [&](const std::string& s) { log.push_back(s); });
+  ASSERT_EQ(data.layers.size(), 2u);
+  const int64_t k = data.info["k"].get<int64_t>();
+  // Candidates 1, 2 and all (3), each with a held-out NLL; the chosen one is the lowest.
+  const auto& cands = data.info["k_candidates"];
+  ASSERT_EQ(cands.size(), 3u);
+  double best = 1e30;
+  int64_t best_k = 0;
+  for (const auto& c : cands) {
+    ASSERT_TRUE(c.contains("heldout_nll")) << c.dump();
+    if (c["heldout_nll"].get<double>() < best) best = c["heldout_nll"], best_k = c["k"];
+  }
+  EXPECT_EQ(k, best_k);
+  for (const LayerMap& L : data.layers) {
+    EXPECT_EQ(static_cast<int64_t>(L.k_sources.size()), k);
+    EXPECT_TRUE(std::is_sorted(L.k_sources.begin(), L.k_sources.end()));
+    EXPECT_EQ(static_cast<int64_t>(L.k_weight.size()), small_cfg_.kv_dim() * k * big_cfg_.kv_dim());
+  }
+  ASSERT_EQ(data.boundaries.size(), 1u);
+  EXPECT_EQ(data.boundaries[0].sender_hidden, 2);  // round((2 − 1) · 3 / 2)
+  // The fit beats predicting each channel's mean on held-out rows.
+  EXPECT_LT(data.info["residuals"]["total"]["k"]["centred"].get<double>(), 1.0);
+  EXPECT_TRUE(data.info["residuals"]["total"].contains("k_token_identity"));
+  EXPECT_FALSE(log.empty());
+
+  // Apply with recompute and anchors: the cache is filled and finite.
+  auto map = CacheMap::from_data(data);
+  const std::vector<int32_t> ids = test::random_ids(30, 97, 5);
+  KVCache src = big_->new_cache(30, true), dst = small_->new_cache(30);
+  big_->forward(ids, src, {});
+  TransferOptions t;
+  t.recompute_layers = 1;
+  t.anchors = 2;
+  map->apply(*big_, src, *small_, ids, t, dst);
+  EXPECT_EQ(dst.size(), 30);
+  for (float v : dst.k(1).subspan(0, 30 * small_cfg_.kv_dim())) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST_F(Fit, DepthRemapReadsTheProportionalLayer) {
+  FitOptions o = small_options();
+  o.method = "depth-remap";
+  const MapData data = solve_route(collect(*big_, *small_, corpus_, o), *big_, *small_, o);
+  ASSERT_EQ(data.layers.size(), 2u);
+  EXPECT_EQ(data.layers[0].k_sources, std::vector<int64_t>{0});  // ⌊0.5 · 3 / 2⌋
+  EXPECT_EQ(data.layers[1].k_sources, std::vector<int64_t>{2});  // ⌊1.5 · 3 / 2⌋
+  EXPECT_EQ(data.layers[1].v_sources, std::vector<int64_t>{2});
+  EXPECT_EQ(data.info["k"].get<int64_t>(), 1);
+}
+
+TEST_F(Fit, DiagonalRealignsTheSameWeightsAtAnotherPrecision) {
+  test::TempDir d;
+  auto bf16 = test::tiny_model(d.path(), big_cfg_, 3, DType::BF16);  // same seed, bf16 weights
+  FitOptions o = small_options();
+  o.method = "diagonal";
+  const MapData data = solve_route(collect(*big_, *bf16, corpus_, o), *big_, *bf16, o);
+  EXPECT_EQ(data.method, "diagonal");
+  const double res = data.info["residuals"]["total"]["k"]["rel_rms"].get<double>();
+  EXPECT_LT(res, 0.05);
+  // The re-aligned cache is at least as close to the bf16 model's own cache as a plain copy.
+  auto map = CacheMap::from_data(data);
+  const std::vector<int32_t> ids = test::random_ids(40, 97, 8);
+  KVCache src = big_->new_cache(40), dst = bf16->new_cache(40), own = bf16->new_cache(40);
+  big_->forward(ids, src, {});
+  bf16->forward(ids, own, {});
+  map->apply(*big_, src, *bf16, ids, {}, dst);
+  double copy_err = 0, map_err = 0;
+  const int64_t kv = big_cfg_.kv_dim();
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int64_t i = 0; i < 40 * kv; ++i) {
+      copy_err += std::pow(src.v(l)[i] - own.v(l)[i], 2);
+      map_err += std::pow(dst.v(l)[i] - own.v(l)[i], 2);
+    }
+  }
+  EXPECT_LE(map_err, copy_err * 1.05);
+  // Different geometries cannot be re-aligned diagonally.
+  EXPECT_THROW(make_layout(*big_, *small_, o), Error);
+}
+
+TEST_F(Fit, MergedShardsEqualOneRun) {
+  FitOptions o = small_options();
+  o.k = 2;
+  const RouteStats one = collect(*big_, *small_, corpus_, o);
+  o.shard_count = 3;
+  RouteStats merged;
+  for (int64_t s = 0; s < 3; ++s) {
+    o.shard_index = s;
+    RouteStats part = collect(*big_, *small_, corpus_, o);
+    const std::filesystem::path f = dir_ / ("stats-" + std::to_string(s));
+    part.save(f);
+    RouteStats loaded = RouteStats::load(f);
+    if (s == 0) {
+      merged = std::move(loaded);
+    } else {
+      merged.merge(loaded, f.string());
+    }
+  }
+  EXPECT_EQ(merged.shards_merged, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(merged.train.sequences, one.train.sequences);
+  EXPECT_EQ(merged.heldout.sequences, one.heldout.sequences);
+  ASSERT_EQ(merged.select_windows.size(), one.select_windows.size());
+  for (size_t i = 0; i < one.select_windows.size(); ++i) {
+    EXPECT_EQ(merged.select_windows[i], one.select_windows[i]);
+  }
+  std::vector<std::pair<std::string, std::vector<double>>> a, b;
+  for_each_array(const_cast<RouteStats&>(one), [&](const std::string& n, double* p, size_t c) {
+    a.emplace_back(n, std::vector<double>(p, p + c));
+  });
+  for_each_array(merged, [&](const std::string& n, double* p, size_t c) {
+    b.emplace_back(n, std::vector<double>(p, p + c));
+  });
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first);
+    for (size_t e = 0; e < a[i].second.size(); ++e) {
+      ASSERT_NEAR(a[i].second[e], b[i].second[e], 1e-10 * (1 + std::abs(a[i].second[e]))) << a[i].first;
+    }
+  }
+  // The maps solved from both agree.
+  const MapData m1 = solve_route(one, *big_, *small_, o);
+  o.shard_index = 0;
+  const MapData m2 = solve_route(merged, *big_, *small_, o);
+  for (size_t j = 0; j < m1.layers.size(); ++j) {
+    EXPECT_EQ(m1.layers[j].k_sources, m2.layers[j].k_sources);
+    for (size_t i = 0; i < m1.layers[j].k_weight.size(); ++i) {
+      ASSERT_NEAR(m1.layers[j].k_weight[i], m2.layers[j].k_weight[i], 1e-4);
+    }
+  }
+  // A shard twice, a missing shard, or another setting is refused.
+  RouteStats again = RouteStats::load(dir_ / "stats-1");
+  EXPECT_THROW(merged.merge(again, "stats-1"), Error);
+  RouteStats lone = RouteStats::load(dir_ / "stats-0");
+  try {
+    solve_route(lone, *big_, *small_, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 of 3 shards"), std::string::npos) << e.what();
+  }
+  RouteStats other = RouteStats::load(dir_ / "stats-2");
+  other.settings["lambda"] = 0.5;
+  EXPECT_THROW(lone.merge(other, "x"), Error);
+}
+
+TEST_F(Fit, StatisticsSizeDoesNotGrowWithTheCorpus) {
+  FitOptions o = small_options();
+  o.sequences = 2;
+  collect(*big_, *small_, corpus_, o).save(dir_ / "a");
+  o.sequences = 8;
+  collect(*big_, *small_, corpus_, o).save(dir_ / "b");
+  // Only the kept held-out windows (≤ select_windows of seq_len ids) differ in the header.
+  const auto sa = std::filesystem::file_size(dir_ / "a"), sb = std::filesystem::file_size(dir_ / "b");
+  EXPECT_LT(sb - sa, 2u * 40 * 4 + 200);
+}
+
+TEST_F(Fit, BadStatisticsFilesAreRefused) {
+  FitOptions o = small_options();
+  collect(*big_, *small_, corpus_, o).save(dir_ / "s");
+  std::filesystem::resize_file(dir_ / "s", std::filesystem::file_size(dir_ / "s") - 8);
+  try {
+    RouteStats::load(dir_ / "s");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  test::write_file(dir_ / "junk", "not a stats file at all");
+  EXPECT_THROW(RouteStats::load(dir_ / "junk"), Error);
+}
+
+TEST_F(Fit, EvaluationOfAnExactTransferHasNoGap) {
+  const std::vector<std::vector<int32_t>> windows = {test::random_ids(30, 97, 1), test::random_ids(30, 97, 2)};
+  auto exact = CacheMap::from_data(test::identity_map(*big_));
+  const TokenIdentityCache tid(*big_, windows);
+  std::vector<Condition> conds = {
+      {"map", [&](const KVCache& s, std::span<const int32_t> t, KVCache& d) { exact->apply(*big_, s, *big_, t, {}, d); }},
+      {"zero", [&](const KVCache& s, std::span<const int32_t>, KVCache& d) { fill_zero_cache(s.size(), d); }},
+      {"token-identity", [&](const KVCache&, std::span<const int32_t> t, KVCache& d) { tid.fill(t, d); }}};
+  const TransferEval ev = evaluate_transfer(*big_, *big_, windows, 20, conds, false);
+  EXPECT_EQ(ev.windows, 2);
+  EXPECT_EQ(ev.scored_tokens, 2 * 9);
+  EXPECT_NEAR(ev.conditions[0].nll_gap, 0.0, 1e-4);
+  EXPECT_NEAR(ev.conditions[0].transfer_kl, 0.0, 1e-6);
+  EXPECT_NEAR(ev.native_seam_kl, 0.0, 1e-6);  // sender = receiver
+  EXPECT_GT(ev.conditions[1].transfer_kl, 1e-4);
+  EXPECT_GT(ev.conditions[2].transfer_kl, 1e-6);
+  EXPECT_NEAR(ev.sender_nll, ev.native_nll, 1e-5);
+}
+
+}  // namespace
+}  // namespace molt
