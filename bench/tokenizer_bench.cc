@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 
 fs::path qwen_dir() {
   if (const char* env = std::getenv("MOLT_TOKENIZER")) return env;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data" / "qwen2.5";
+  return fs::path(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data" /
+         "qwen2.5";
 }
 
 const molt::Tokenizer* tokenizer() {
@@ -35,7 +36,8 @@ std::string prose() {
   ss << f.rdbuf();
   std::string s = ss.str();
   if (s.empty()) {
-    for (int i = 0; i < 2000; ++i) s += "The quick brown fox jumps over the lazy dog, again and again. ";
+    for (int i = 0; i < 2000; ++i)
+      s += "The quick brown fox jumps over the lazy dog, again and again. ";
   }
   return s;
 }
@@ -67,9 +69,15 @@ void encode_bench(benchmark::State& state, const std::string& text, bool cold) {
   state.counters["tokens"] = static_cast<double>(tokens);
 }
 
-void BM_EncodeProseWarm(benchmark::State& state) { encode_bench(state, prose(), false); }
-void BM_EncodeProseCold(benchmark::State& state) { encode_bench(state, prose(), true); }
-void BM_EncodeCjkWarm(benchmark::State& state) { encode_bench(state, cjk(), false); }
+void BM_EncodeProseWarm(benchmark::State& state) {
+  encode_bench(state, prose(), false);
+}
+void BM_EncodeProseCold(benchmark::State& state) {
+  encode_bench(state, prose(), true);
+}
+void BM_EncodeCjkWarm(benchmark::State& state) {
+  encode_bench(state, cjk(), false);
+}
 
 void BM_DecodeProse(benchmark::State& state) {
   const molt::Tokenizer* tok = tokenizer();

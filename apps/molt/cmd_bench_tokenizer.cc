@@ -1,12 +1,11 @@
 // molt bench tokenizer: encode and decode speed on one thread, on English prose by default.
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
-
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "command.h"

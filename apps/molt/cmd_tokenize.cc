@@ -1,10 +1,10 @@
 // molt tokenize / molt detokenize: text <-> token ids with a Hugging Face or tiktoken tokenizer.
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "molt/common/error.h"
@@ -40,7 +40,9 @@ std::string read_stdin() {
   return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
 }
 
-void write(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+void write(std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
 
 std::string join_ids(const std::vector<int32_t>& ids) {
   std::string out;
@@ -98,7 +100,8 @@ void run_detokenize(const DetokenizeArgs& a) {
   auto tok = Tokenizer::load(a.tokenizer, a.specials);
   auto decode = [&](const std::vector<int32_t>& ids, const std::string& where) {
     try {
-      return a.raw_bytes ? tok->decode_bytes(ids, a.skip_special) : tok->decode(ids, a.skip_special);
+      return a.raw_bytes ? tok->decode_bytes(ids, a.skip_special)
+                         : tok->decode(ids, a.skip_special);
     } catch (const Error& e) {
       fail("{}: {}", where, e.what());
     }

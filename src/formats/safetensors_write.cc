@@ -41,10 +41,16 @@ void check_tensors(const std::filesystem::path& path, const std::vector<TensorTo
   }
 }
 
-std::vector<const TensorToWrite*> sorted_by_name(const std::vector<TensorToWrite>& tensors) {
+// The order the reference (Rust) safetensors writer uses: larger elements first, then by
+// name. Tensors then lie back to back with no gaps (the reference loader rejects gaps) and each
+// one still starts at a multiple of its element size.
+std::vector<const TensorToWrite*> in_file_order(const std::vector<TensorToWrite>& tensors) {
   std::vector<const TensorToWrite*> v;
   for (const auto& t : tensors) v.push_back(&t);
-  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) {
+    const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
+    return sa != sb ? sa > sb : a->name < b->name;
+  });
   return v;
 }
 
@@ -65,7 +71,6 @@ void write_file_atomically(const std::filesystem::path& path,
   std::vector<size_t> offsets;
   size_t pos = 0;
   for (const auto* t : order) {
-    pos = align_up(pos);
     offsets.push_back(pos);
     header[t->name] = {{"dtype", std::string(dtype_name(t->dtype))},
                        {"shape", t->shape},
@@ -110,7 +115,7 @@ void write_file_atomically(const std::filesystem::path& path,
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   check_tensors(path, tensors);
-  write_file_atomically(path, sorted_by_name(tensors), metadata);
+  write_file_atomically(path, in_file_order(tensors), metadata);
 }
 
 void write_safetensors_sharded(const std::filesystem::path& dir,
@@ -119,13 +124,13 @@ void write_safetensors_sharded(const std::filesystem::path& dir,
   if (max_shard_bytes == 0) fail("{}: max_shard_bytes must be positive", dir.string());
   check_tensors(dir, tensors);
   std::filesystem::create_directories(dir);
-  auto order = sorted_by_name(tensors);
+  auto order = in_file_order(tensors);
 
-  // Greedy in name order; a tensor larger than the limit gets a shard of its own.
+  // Greedy in file order; a tensor larger than the limit gets a shard of its own.
   std::vector<std::vector<const TensorToWrite*>> shards(1);
   size_t in_shard = 0, total = 0;
   for (const auto* t : order) {
-    size_t n = align_up(t->bytes.size());
+    size_t n = t->bytes.size();
     if (!shards.back().empty() && in_shard + n > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;

@@ -32,7 +32,7 @@ struct Layout {
   float scale;
 };
 
-// One decode task: query heads [h0, h0 + group) of query row `i`, keys [j0, j1).
+// One decode task: the query heads of KV head `kv_head` for query row `i`, keys [j0, j1).
 struct DecodeTask {
   int64_t i, kv_head, j0, j1;
 };
@@ -67,45 +67,110 @@ HWY_INLINE float DotHd(const float* q, const float* k, int64_t n) {
   return r;
 }
 
-// acc[c0, c0 + V·N) += Σ_j p[j] · v_j[c0, ...) for j in [0, len), with the V accumulators
-// kept in registers across the keys (no load/store chain through memory per key).
-template <int V>
-HWY_INLINE void AccumulateChunk(const float* p, const float* v, int64_t kv_stride, int64_t len,
-                                int64_t c0, float* acc) {
-  const DF d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  hn::Vec<DF> a[V];
-  for (int i = 0; i < V; ++i) a[i] = hn::LoadU(d, acc + c0 + i * lanes);
-  for (int64_t j = 0; j < len; ++j) {
-    const auto pj = hn::Set(d, p[j]);
-    const float* vj = v + j * kv_stride + c0;
-    for (int i = 0; i < V; ++i) a[i] = hn::MulAdd(pj, hn::LoadU(d, vj + i * lanes), a[i]);
+#if HWY_TARGET != HWY_SCALAR
+// The lane sums of four vectors as the four lanes of one 128-bit vector: a transpose-and-add
+// that costs about as much as one SumOfLanes instead of four.
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> FoldBlocks(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    (void)d;
+    return v;
   }
-  for (int i = 0; i < V; ++i) hn::StoreU(a[i], d, acc + c0 + i * lanes);
 }
 
-// acc[hd] += Σ_j p[j] · v_j over len keys, head_dim cut into register-sized chunks.
-HWY_INLINE void AccumulateValues(const float* p, const float* v, int64_t kv_stride, int64_t len,
-                                 int64_t hd, float* acc) {
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(D d, V a0, V a1, V a2, V a3) {
+  const hn::Repartition<uint64_t, D> d64;
+  const V t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const V t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  const auto u0 = hn::BitCast(d64, t0), u1 = hn::BitCast(d64, t1);
+  const V lo = hn::BitCast(d, hn::InterleaveLower(d64, u0, u1));
+  const V hi = hn::BitCast(d, hn::InterleaveUpper(d64, u0, u1));
+  return FoldBlocks(d, hn::Add(lo, hi));
+}
+
+// out[0..4) = scale · (q · k_r) for the four keys k + r · kv_stride; hd a multiple of N.
+HWY_INLINE void Dot4(const float* q, const float* k, int64_t kv_stride, int64_t hd, float scale,
+                     float* out) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i < hd; i += lanes) {
+    const auto qv = hn::LoadU(d, q + i);
+    s0 = hn::MulAdd(qv, hn::LoadU(d, k + i), s0);
+    s1 = hn::MulAdd(qv, hn::LoadU(d, k + kv_stride + i), s1);
+    s2 = hn::MulAdd(qv, hn::LoadU(d, k + 2 * kv_stride + i), s2);
+    s3 = hn::MulAdd(qv, hn::LoadU(d, k + 3 * kv_stride + i), s3);
+  }
+  const hn::Full128<float> d4;
+  hn::StoreU(hn::Mul(Sum4(d, s0, s1, s2, s3), hn::Set(d4, scale)), d4, out);
+}
+#endif
+
+// scores[j] = scale · (q · k_j) for j in [0, len).
+HWY_INLINE void Scores(const float* q, const float* k, int64_t kv_stride, int64_t len, int64_t hd,
+                       float scale, float* scores) {
+  int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  if (hd % static_cast<int64_t>(hn::Lanes(DF())) == 0) {
+    for (; j + 4 <= len; j += 4) Dot4(q, k + j * kv_stride, kv_stride, hd, scale, scores + j);
+  }
+#endif
+  for (; j < len; ++j) scores[j] = DotHd(q, k + j * kv_stride, hd) * scale;
+}
+
+// For H heads h: acc_h[c0, c0 + V·N) += Σ_j p_h[j] · v_j[c0, ...) over j in [0, len). Each
+// load of v serves H heads, and the H·V accumulators stay in registers across the keys.
+template <int H, int V>
+HWY_INLINE void AccumulateChunk(const float* p, int64_t p_stride, const float* v, int64_t kv_stride,
+                                int64_t len, int64_t c0, float* acc, int64_t acc_stride) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<DF> a[H][V];
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < V; ++i) a[h][i] = hn::LoadU(d, acc + h * acc_stride + c0 + i * lanes);
+  }
+  for (int64_t j = 0; j < len; ++j) {
+    const float* vj = v + j * kv_stride + c0;
+    hn::Vec<DF> vv[V];
+    for (int i = 0; i < V; ++i) vv[i] = hn::LoadU(d, vj + i * lanes);
+    for (int h = 0; h < H; ++h) {
+      const auto ph = hn::Set(d, p[h * p_stride + j]);
+      for (int i = 0; i < V; ++i) a[h][i] = hn::MulAdd(ph, vv[i], a[h][i]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < V; ++i) hn::StoreU(a[h][i], d, acc + h * acc_stride + c0 + i * lanes);
+  }
+}
+
+// acc_h[hd] += Σ_j p_h[j] · v_j for H heads, head_dim cut into register-sized chunks.
+template <int H>
+HWY_INLINE void AccumulateValues(const float* p, int64_t p_stride, const float* v,
+                                 int64_t kv_stride, int64_t len, int64_t hd, float* acc,
+                                 int64_t acc_stride) {
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   int64_t c0 = 0;
-  for (; c0 + 8 * lanes <= hd; c0 += 8 * lanes) AccumulateChunk<8>(p, v, kv_stride, len, c0, acc);
-  if (c0 + 4 * lanes <= hd) {
-    AccumulateChunk<4>(p, v, kv_stride, len, c0, acc);
-    c0 += 4 * lanes;
+  for (; c0 + 4 * lanes <= hd; c0 += 4 * lanes) {
+    AccumulateChunk<H, 4>(p, p_stride, v, kv_stride, len, c0, acc, acc_stride);
   }
   if (c0 + 2 * lanes <= hd) {
-    AccumulateChunk<2>(p, v, kv_stride, len, c0, acc);
+    AccumulateChunk<H, 2>(p, p_stride, v, kv_stride, len, c0, acc, acc_stride);
     c0 += 2 * lanes;
   }
   if (c0 + lanes <= hd) {
-    AccumulateChunk<1>(p, v, kv_stride, len, c0, acc);
+    AccumulateChunk<H, 1>(p, p_stride, v, kv_stride, len, c0, acc, acc_stride);
     c0 += lanes;
   }
   for (; c0 < hd; ++c0) {
-    float s = acc[c0];
-    for (int64_t j = 0; j < len; ++j) s += p[j] * v[j * kv_stride + c0];
-    acc[c0] = s;
+    for (int h = 0; h < H; ++h) {
+      float s = acc[h * acc_stride + c0];
+      for (int64_t j = 0; j < len; ++j) s += p[h * p_stride + j] * v[j * kv_stride + c0];
+      acc[h * acc_stride + c0] = s;
+    }
   }
 }
 
@@ -141,14 +206,13 @@ void DecodePartial(const Layout& l, const float* q, const float* k, const float*
   const float* qi = q + t.i * l.q_stride + t.kv_head * l.group * hd;
   const float* kg = k + t.j0 * l.kv_stride + t.kv_head * hd;
   const float* vg = v + t.j0 * l.kv_stride + t.kv_head * hd;
-  // Blocks of keys (16 KiB of K or V) stay in L1 while every head of the group reads them.
-  const int64_t block = std::max<int64_t>(16, 4096 / hd);
+  // Blocks of keys (8 KiB of K or V) stay in L1 while every head of the group reads them.
+  const int64_t block = std::max<int64_t>(16, 2048 / hd);
   for (int64_t b0 = 0; b0 < len; b0 += block) {
     const int64_t b1 = std::min(len, b0 + block);
     for (int64_t g = 0; g < l.group; ++g) {
-      for (int64_t j = b0; j < b1; ++j) {
-        scores[g * len + j] = DotHd(qi + g * hd, kg + j * l.kv_stride, hd) * l.scale;
-      }
+      Scores(qi + g * hd, kg + b0 * l.kv_stride, l.kv_stride, b1 - b0, hd, l.scale,
+             scores + g * len + b0);
     }
   }
   for (int64_t g = 0; g < l.group; ++g) {
@@ -160,9 +224,15 @@ void DecodePartial(const Layout& l, const float* q, const float* k, const float*
   }
   for (int64_t b0 = 0; b0 < len; b0 += block) {
     const int64_t b1 = std::min(len, b0 + block);
-    for (int64_t g = 0; g < l.group; ++g) {
-      AccumulateValues(scores + g * len + b0, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0, hd,
-                       partial + g * (hd + 2) + 2);
+    // Two heads per pass over the block of V.
+    int64_t g = 0;
+    for (; g + 2 <= l.group; g += 2) {
+      AccumulateValues<2>(scores + g * len + b0, len, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0,
+                          hd, partial + g * (hd + 2) + 2, hd + 2);
+    }
+    if (g < l.group) {
+      AccumulateValues<1>(scores + g * len + b0, len, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0,
+                          hd, partial + g * (hd + 2) + 2, hd + 2);
     }
   }
 }

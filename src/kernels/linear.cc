@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "kernels/matvec.h"
 #include "molt/common/error.h"
 
@@ -55,9 +56,16 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
                 static_cast<const float*>(w.data), k, 0.0f, y, static_cast<int>(w.rows));
     return;
   }
-  // 16-bit: widen a tile of W rows (~4 MiB of f32, stays in L3) and hand it to sgemm; the
-  // tile writes columns [r0, r1) of y (ldc = rows).
-  const int64_t tile = std::max<int64_t>(64, (int64_t{1} << 20) / w.cols);
+  // Every tile repacks x inside sgemm, so tiles are large: up to 16 MiB of f32 (at
+  // 896 x 4864 and n = 512: 166 GFLOP/s against 131 with 1 MiB tiles, and 163 for f32).
+  matmul_widened(w, x, n, y, std::max<int64_t>(64, (int64_t{4} << 20) / w.cols));
+}
+
+void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t tile_rows) {
+  // Each tile of W rows is widened to f32 and writes columns [r0, r1) of y (ldc = rows).
+  // The buffer is kept for the next call.
+  const int m = static_cast<int>(n), k = static_cast<int>(w.cols);
+  const int64_t tile = std::max<int64_t>(1, tile_rows);
   thread_local std::vector<float> buf;
   buf.resize(static_cast<size_t>(std::min(tile, w.rows) * w.cols));
   for (int64_t r0 = 0; r0 < w.rows; r0 += tile) {

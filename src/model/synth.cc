@@ -5,6 +5,7 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -79,29 +80,12 @@ void write_json(const std::filesystem::path& p, const nlohmann::json& j) {
 }  // namespace
 
 ModelConfig qwen25_geometry(const std::string& name) {
-  ModelConfig c;
-  c.vocab_size = 151936;
-  c.max_position_embeddings = 32768;
-  c.rope_theta = 1e6;
-  c.rms_norm_eps = 1e-6;
-  c.tie_word_embeddings = true;
-  c.num_key_value_heads = 2;
-  c.bos_token_id = 151643;
-  c.eos_token_ids = {151645, 151643};
-  c.sliding_window = 32768;
-  if (name == "qwen2.5-0.5b") {
-    c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14;
-    c.intermediate_size = 4864, c.max_window_layers = 21;
-  } else if (name == "qwen2.5-1.5b") {
-    c.hidden_size = 1536, c.num_hidden_layers = 28, c.num_attention_heads = 12;
-    c.intermediate_size = 8960, c.max_window_layers = 21;
-  } else if (name == "qwen2.5-3b") {
-    c.hidden_size = 2048, c.num_hidden_layers = 36, c.num_attention_heads = 16;
-    c.intermediate_size = 11008, c.max_window_layers = 70;
-  } else {
-    fail("unknown geometry '{}' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b)", name);
-  }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
+  const std::map<std::string, std::string> sizes = {
+      {"qwen2.5-0.5b", "0.5B"}, {"qwen2.5-1.5b", "1.5B"}, {"qwen2.5-3b", "3B"}};
+  const auto it = sizes.find(name);
+  if (it == sizes.end()) fail("unknown geometry '{}' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b)", name);
+  ModelConfig c = qwen2_5_config(it->second);
+  c.eos_token_ids = {151645, 151643};  // generation_config.json of the Instruct release
   return c;
 }
 

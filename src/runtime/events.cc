@@ -41,7 +41,7 @@ nlohmann::json to_json(const ResumeEvent& e) {
 }
 
 nlohmann::json to_json(const HealEvent& e) {
-  return {{"event", "heal"}, {"rung", e.rung}, {"positions", e.positions}, {"steps", e.steps}, {"ms", r3(e.ms)}};
+  return {{"event", "heal"}, {"rung", e.rung}, {"at_token", e.at_token}, {"positions", e.positions}, {"steps", e.steps}, {"ms", r3(e.ms)}};
 }
 
 nlohmann::json to_json(const DoneEvent& e) {

@@ -204,7 +204,7 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
       const Model& model = ladder_.rung(g.rung).model();
       if (g.heal && !moved) {
         if (g.heal->step(model, *g.cache, g.history, o_.heal_chunk)) {
-          sink_.on_heal(HealEvent{ladder_.rung(g.rung).name(), g.heal->positions(), g.heal->steps(), g.heal->ms()});
+          sink_.on_heal(HealEvent{ladder_.rung(g.rung).name(), i, g.heal->positions(), g.heal->steps(), g.heal->ms()});
           g.heal.reset();
         }
       }

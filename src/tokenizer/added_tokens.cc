@@ -12,6 +12,14 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : to
     if (tokens_[i].content.empty()) continue;
     by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
   }
+  int distinct = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (!by_first_byte_[b].empty()) {
+      ++distinct;
+      only_first_byte_ = b;
+    }
+  }
+  if (distinct != 1) only_first_byte_ = -1;
   for (auto& list : by_first_byte_) {
     std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
       return tokens_[a].content.size() > tokens_[b].content.size();
@@ -21,7 +29,13 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : to
 
 std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view text, size_t from,
                                                                 bool include_special) const {
+  if (tokens_.empty()) return std::nullopt;
   for (size_t i = from; i < text.size(); ++i) {
+    if (only_first_byte_ >= 0) {
+      const void* p = std::memchr(text.data() + i, only_first_byte_, text.size() - i);
+      if (p == nullptr) break;
+      i = static_cast<size_t>(static_cast<const char*>(p) - text.data());
+    }
     const auto& candidates = by_first_byte_[static_cast<uint8_t>(text[i])];
     for (uint32_t c : candidates) {
       const AddedToken& t = tokens_[c];

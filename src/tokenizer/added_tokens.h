@@ -25,6 +25,7 @@ class AddedTokenMatcher {
  private:
   std::vector<AddedToken> tokens_;
   std::array<std::vector<uint32_t>, 256> by_first_byte_;  // longest first
+  int only_first_byte_ = -1;  // when all tokens start with one byte ('<' for Qwen): memchr
 };
 
 }  // namespace molt::tok

@@ -11,9 +11,7 @@
 namespace molt::tok {
 namespace {
 
-constexpr size_t kSmallPiece = 64;      // longer pieces use the heap-based merge
-constexpr size_t kMaxCachedPiece = 256;  // longer pieces are rare and not worth keeping
-constexpr size_t kMaxCacheEntries = 1 << 18;
+constexpr size_t kSmallPiece = 64;  // longer pieces use the heap-based merge
 
 }  // namespace
 
@@ -76,24 +74,19 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
     out.push_back(byte_token(static_cast<uint8_t>(piece[0])));
     return;
   }
-  if (piece.size() > kMaxCachedPiece) {
+  if (piece.size() > PieceCache::kMaxPiece) {
     encode_uncached(piece, out);
     return;
   }
+  const uint64_t hash = hash_bytes(piece);
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(piece);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+    if (cache_.lookup(piece, hash, out)) return;
   }
   const size_t before = out.size();
   encode_uncached(piece, out);
-  std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
   std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(piece), std::move(ids));
+  cache_.insert(piece, hash, std::span<const int32_t>(out.data() + before, out.size() - before));
 }
 
 void Bpe::encode_uncached(std::string_view piece, std::vector<int32_t>& out) const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tokenizer/bytes_index.h"
+#include "tokenizer/piece_cache.h"
 
 namespace molt::tok {
 
@@ -92,7 +93,7 @@ class Bpe {
   bool ignore_merges_ = false;
 
   mutable std::mutex cache_mu_;
-  mutable StringMap<std::vector<int32_t>> cache_;
+  mutable PieceCache cache_;
 };
 
 }  // namespace molt::tok

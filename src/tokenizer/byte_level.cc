@@ -5,7 +5,9 @@
 namespace molt::tok {
 namespace {
 
-bool printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+bool printable(int b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
 
 struct Tables {
   std::array<char32_t, 256> to_cp{};
@@ -33,9 +35,13 @@ const Tables& tables() {
 
 }  // namespace
 
-char32_t byte_to_code_point(uint8_t b) { return tables().to_cp[b]; }
+char32_t byte_to_code_point(uint8_t b) {
+  return tables().to_cp[b];
+}
 
-const std::array<uint8_t, 256>& byte_alphabet_order() { return tables().order; }
+const std::array<uint8_t, 256>& byte_alphabet_order() {
+  return tables().order;
+}
 
 std::optional<std::string> byte_level_decode(std::string_view token) {
   if (find_invalid_utf8(token) != std::string_view::npos) return std::nullopt;

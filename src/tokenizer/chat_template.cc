@@ -56,7 +56,8 @@ std::string apply_chat_template(const std::vector<ChatMessage>& messages,
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
-      fail("chat template: message {} has role '{}' (expected system, user, assistant or tool)", i, r);
+      fail("chat template: message {} has role '{}' (expected system, user, assistant or tool)", i,
+           r);
     }
   }
   const bool system_first = messages[0].role == "system";
@@ -64,15 +65,17 @@ std::string apply_chat_template(const std::vector<ChatMessage>& messages,
   if (!tools.empty()) {
     out += "<|im_start|>system\n";
     out += system_first ? messages[0].content : std::string(kQwenDefaultSystemPrompt);
-    out += "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-           "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    out +=
+        "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
     for (size_t i = 0; i < tools.size(); ++i) {
       out += "\n";
       out += tojson(tools[i], "tool " + std::to_string(i));
     }
-    out += "\n</tools>\n\nFor each function call, return a json object with function name and "
-           "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-           "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
   } else if (system_first) {
     out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
   } else {

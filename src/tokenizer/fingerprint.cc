@@ -12,7 +12,8 @@ namespace {
 class Sha256 {
  public:
   Sha256() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) fail("SHA-256 unavailable");
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
+      fail("SHA-256 unavailable");
   }
   void add(std::string_view s) { EVP_DigestUpdate(ctx_.get(), s.data(), s.size()); }
   // Length-prefixed, so that concatenations cannot collide.
@@ -22,7 +23,8 @@ class Sha256 {
   }
   void add_u32(uint32_t v) {
     const unsigned char b[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
-                                static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
+                                static_cast<unsigned char>(v >> 16),
+                                static_cast<unsigned char>(v >> 24)};
     EVP_DigestUpdate(ctx_.get(), b, 4);
   }
   std::string hex() {

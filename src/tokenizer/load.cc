@@ -1,8 +1,7 @@
 // Tokenizer::load: decides the format of a path and where the added tokens come from.
 #include <algorithm>
-#include <system_error>
-
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "molt/common/error.h"
 #include "tokenizer/pretokenizer.h"
@@ -41,7 +40,8 @@ std::vector<AddedToken> sibling_added_tokens(const fs::path& dir) {
     }
   }
   if (is_file(dir / "added_tokens.json")) return tok::load_added_tokens(dir / "added_tokens.json");
-  const auto specials = files_where(dir, [](const std::string& n) { return n.ends_with("specials.json"); });
+  const auto specials =
+      files_where(dir, [](const std::string& n) { return n.ends_with("specials.json"); });
   if (specials.size() > 1) {
     fail("{}: several *specials.json files ({}, {}); name one with --specials", dir.string(),
          specials[0].filename().string(), specials[1].filename().string());
@@ -73,7 +73,8 @@ tok::TokenizerSpec load_spec(const fs::path& path, bool& needs_siblings) {
       apply_tokenizer_class(path, spec);
       return spec;
     }
-    const auto ranks = files_where(path, [](const std::string& n) { return n.ends_with(".tiktoken"); });
+    const auto ranks =
+        files_where(path, [](const std::string& n) { return n.ends_with(".tiktoken"); });
     if (ranks.size() > 1) {
       fail("{}: several .tiktoken files ({}, {}); name one", path.string(),
            ranks[0].filename().string(), ranks[1].filename().string());
@@ -106,8 +107,10 @@ tok::TokenizerSpec load_spec(const fs::path& path, bool& needs_siblings) {
     return spec;
   }
   if (ext == ".json") return tok::load_tokenizer_json(path);
-  fail("{}: cannot tell the tokenizer format (expected a folder, tokenizer.json, vocab.json, "
-       "merges.txt or *.tiktoken)", path.string());
+  fail(
+      "{}: cannot tell the tokenizer format (expected a folder, tokenizer.json, vocab.json, "
+      "merges.txt or *.tiktoken)",
+      path.string());
 }
 
 }  // namespace
@@ -137,9 +140,10 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const fs::path& path, const fs::path&
     int64_t lowest = INT64_MAX;
     for (const AddedToken& a : spec.added) lowest = std::min<int64_t>(lowest, a.id);
     if (!spec.added.empty() && lowest > static_cast<int64_t>(spec.vocab.size())) {
-      fail("{}: the vocabulary ends at id {} but the added tokens start at {}: the file looks "
-           "truncated, or the specials belong to another vocabulary",
-           spec.source.string(), spec.vocab.size() - 1, lowest);
+      fail(
+          "{}: the vocabulary ends at id {} but the added tokens start at {}: the file looks "
+          "truncated, or the specials belong to another vocabulary",
+          spec.source.string(), spec.vocab.size() - 1, lowest);
     }
   }
   return std::make_unique<Tokenizer>(std::make_unique<Impl>(std::move(spec)));

@@ -2,9 +2,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "molt/common/error.h"
 #include "tokenizer/spec.h"

@@ -34,7 +34,8 @@ void read_normalizer(const json& n, TokenizerSpec& spec, const std::string& wher
   } else if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
     spec.nfc = false;
     for (const auto& s : n["normalizers"]) {
-      if (type_of(s) != "NFC") fail("{}: normalizer '{}' is not supported (only NFC)", where, type_of(s));
+      if (type_of(s) != "NFC")
+        fail("{}: normalizer '{}' is not supported (only NFC)", where, type_of(s));
       spec.nfc = true;
     }
   } else {
@@ -58,7 +59,8 @@ void read_pre_tokenizer(const json& p, TokenizerSpec& spec, const std::string& w
     if (behavior != "Isolated") {
       fail("{}: Split behavior '{}' is not supported (only Isolated)", where, behavior);
     }
-    if (bool_field(p, "invert", false, where + ": Split")) fail("{}: inverted Split is not supported", where);
+    if (bool_field(p, "invert", false, where + ": Split"))
+      fail("{}: inverted Split is not supported", where);
     if (pat.contains("Regex") && pat["Regex"].is_string()) {
       spec.splits.push_back({pat["Regex"].get<std::string>(), false});
     } else if (pat.contains("String") && pat["String"].is_string()) {
@@ -70,7 +72,8 @@ void read_pre_tokenizer(const json& p, TokenizerSpec& spec, const std::string& w
     // Its byte-to-alphabet mapping is implicit (molt works on bytes). A prefix space is only
     // supported where it applies to whole text segments, i.e. when nothing splits before it.
     if (bool_field(p, "add_prefix_space", false, where + ": ByteLevel")) {
-      if (!spec.splits.empty()) fail("{}: ByteLevel add_prefix_space after a Split is not supported", where);
+      if (!spec.splits.empty())
+        fail("{}: ByteLevel add_prefix_space after a Split is not supported", where);
       spec.add_prefix_space = true;
     }
     if (bool_field(p, "use_regex", true, where + ": ByteLevel")) {
@@ -111,7 +114,8 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
       fail("{}: model.{} is not supported", where, key);
     }
   }
-  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0) {
+  if (model.contains("dropout") && model["dropout"].is_number() &&
+      model["dropout"].get<double>() > 0) {
     fail("{}: model.dropout is set; BPE dropout is for training only", where);
   }
 
@@ -120,7 +124,8 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
   spec.format = "tokenizer.json";
   spec.ignore_merges = bool_field(model, "ignore_merges", false, where + ": model");
 
-  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("{}: model.vocab is missing", where);
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    fail("{}: model.vocab is missing", where);
   std::unordered_map<std::string, int32_t> by_name;  // byte-level spelling -> id
   by_name.reserve(model["vocab"].size());
   for (const auto& [name, v] : model["vocab"].items()) {
@@ -130,8 +135,10 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
     const auto id = static_cast<int32_t>(v.get<int64_t>());
     std::optional<std::string> bytes = byte_level_decode(name);
     if (!bytes || bytes->empty()) {
-      fail("{}: model.vocab: token '{}' is not in the byte-level alphabet (only byte-level BPE is "
-           "supported)", where, name);
+      fail(
+          "{}: model.vocab: token '{}' is not in the byte-level alphabet (only byte-level BPE is "
+          "supported)",
+          where, name);
     }
     if (static_cast<size_t>(id) >= spec.vocab.size()) spec.vocab.resize(id + 1);
     if (!spec.vocab[id].empty()) fail("{}: model.vocab: id {} is used twice", where, id);
@@ -139,11 +146,13 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
     by_name.emplace(name, id);
   }
 
-  if (!model.contains("merges") || !model["merges"].is_array()) fail("{}: model.merges is missing", where);
+  if (!model.contains("merges") || !model["merges"].is_array())
+    fail("{}: model.merges is missing", where);
   spec.merges.reserve(model["merges"].size());
   auto lookup = [&](const std::string& name, size_t rank) {
     auto it = by_name.find(name);
-    if (it == by_name.end()) fail("{}: model.merges[{}]: token '{}' is not in the vocabulary", where, rank, name);
+    if (it == by_name.end())
+      fail("{}: model.merges[{}]: token '{}' is not in the vocabulary", where, rank, name);
     return it->second;
   };
   size_t rank = 0;

@@ -1,11 +1,10 @@
 // vocab.json + merges.txt (the "slow" Hugging Face files), or merges.txt alone.
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
-#include "tokenizer/bytes_index.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/bytes_index.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spec.h"
 
@@ -30,14 +29,17 @@ std::vector<MergeLine> read_merges_txt(const std::filesystem::path& path) {
     std::string_view line(text.data() + pos, end - pos);
     pos = end + 1;
     ++line_no;
-    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+    auto space = [](char c) {
+      return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+    };
     while (!line.empty() && space(line.front())) line.remove_prefix(1);
     while (!line.empty() && space(line.back())) line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
     const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos) {
-      fail("{}: line {}: expected two tokens separated by a space, got '{}' (truncated or corrupt?)",
-           path.string(), line_no, line);
+      fail(
+          "{}: line {}: expected two tokens separated by a space, got '{}' (truncated or corrupt?)",
+          path.string(), line_no, line);
     }
     out.push_back({std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)), line_no});
   }
@@ -78,7 +80,8 @@ TokenizerSpec load_vocab_merges(const std::filesystem::path& vocab_path,
         fail("{}: token '{}' has no valid id", where, name);
       }
       std::optional<std::string> bytes = byte_level_decode(name);
-      if (!bytes || bytes->empty()) fail("{}: token '{}' is not in the byte-level alphabet", where, name);
+      if (!bytes || bytes->empty())
+        fail("{}: token '{}' is not in the byte-level alphabet", where, name);
       entries.emplace_back(static_cast<int32_t>(v.get<int64_t>()), std::move(*bytes));
       max_id = std::max(max_id, entries.back().first);
     }

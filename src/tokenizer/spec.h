@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "molt/tokenizer/tokenizer.h"
 
@@ -22,7 +21,7 @@ struct SplitSpec {
 struct TokenizerSpec {
   std::filesystem::path source;  // the file named in error messages
   std::string format;
-  std::vector<std::string> vocab;                    // id -> raw bytes; empty = no token
+  std::vector<std::string> vocab;                   // id -> raw bytes; empty = no token
   std::vector<std::pair<int32_t, int32_t>> merges;  // (left, right) ids in rank order
   std::vector<AddedToken> added;
   bool nfc = true;

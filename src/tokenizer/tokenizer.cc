@@ -100,7 +100,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
     const tok::Utf8Step st = tok::utf8_step(text, bad);
     for (size_t k = 0; k < st.length; ++k) {
       const int32_t id = impl_->bpe.token_id(text.substr(bad + k, 1));
-      if (id < 0) fail("the vocabulary has no token for byte 0x{:02X}", static_cast<uint8_t>(text[bad + k]));
+      if (id < 0)
+        fail("the vocabulary has no token for byte 0x{:02X}", static_cast<uint8_t>(text[bad + k]));
       out.push_back(id);
     }
     pos = bad + st.length;
@@ -141,12 +142,24 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->special.size() && impl_->special[id] != 0;
 }
 
-const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
-int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(impl_->id_to_bytes.size()); }
-const std::string& Tokenizer::fingerprint() const { return impl_->fingerprint; }
-const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
-const std::string& Tokenizer::format() const { return impl_->format; }
-void Tokenizer::clear_cache() const { impl_->bpe.clear_cache(); }
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+  return impl_->added;
+}
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->id_to_bytes.size());
+}
+const std::string& Tokenizer::fingerprint() const {
+  return impl_->fingerprint;
+}
+const std::filesystem::path& Tokenizer::source() const {
+  return impl_->source;
+}
+const std::string& Tokenizer::format() const {
+  return impl_->format;
+}
+void Tokenizer::clear_cache() const {
+  impl_->bpe.clear_cache();
+}
 
 std::string StreamDecoder::push(int32_t id) {
   std::string_view b = tokenizer_->token_bytes(id);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -81,22 +82,37 @@ TEST(Safetensors, LayoutSortedAlignedAndPadded) {
   std::string header = raw.substr(8, n);
   EXPECT_EQ(header.find_last_not_of(' ') + 1, nlohmann::json::parse(header).dump().size());
   auto j = nlohmann::json::parse(header);
-  uint64_t prev_begin = 0;
-  std::string prev_name;
+  // Larger elements first, then by name; back to back with no gaps (as the reference Rust
+  // writer lays files out, whose loader rejects gaps); each tensor element-aligned.
+  struct Entry {
+    size_t elem;
+    std::string name;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
   for (const auto& [name, e] : j.items()) {
     if (name == "__metadata__") continue;
-    uint64_t b = e["data_offsets"][0];
-    EXPECT_EQ(b % 8, 0u) << name;
-    if (!prev_name.empty()) {
-      EXPECT_LT(prev_name, name);
-      EXPECT_GE(b, prev_begin) << "data laid out in name order";
-    }
-    prev_name = name, prev_begin = b;
+    DType t{};
+    ASSERT_TRUE(parse_dtype(e["dtype"].get<std::string>(), &t));
+    entries.push_back({dtype_size(t), name, e["data_offsets"][0], e["data_offsets"][1]});
   }
-  // Every view is 8-byte aligned in memory too (the mapping is page aligned).
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  uint64_t expect_begin = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ(entries[i].begin, expect_begin) << entries[i].name << ": gap or overlap";
+    EXPECT_EQ(entries[i].begin % entries[i].elem, 0u) << entries[i].name;
+    if (i > 0) {
+      const Entry& p = entries[i - 1];
+      EXPECT_TRUE(p.elem > entries[i].elem || (p.elem == entries[i].elem && p.name < entries[i].name))
+          << p.name << " before " << entries[i].name;
+    }
+    expect_begin = entries[i].end;
+  }
+  // Every view is element-aligned in memory too (the mapping is page aligned).
   auto f = SafetensorsFile::open(tmp / "x.safetensors");
   for (const auto& t : f->tensors()) {
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 8, 0u) << t.name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype), 0u) << t.name;
   }
 }
 

@@ -36,20 +36,22 @@ TEST(ChatTemplate, FirstSystemMessageReplacesTheDefault) {
 TEST(ChatTemplate, LaterSystemMessagesAndEmptyContent) {
   const std::vector<ChatMessage> conv = {
       {"user", "a", {}}, {"system", "late", {}}, {"assistant", "", {}}, {"user", "", {}}};
-  EXPECT_EQ(apply_chat_template(conv, true),
-            kDefaultSystem +
-                "<|im_start|>user\na<|im_end|>\n"
-                "<|im_start|>system\nlate<|im_end|>\n"
-                "<|im_start|>assistant\n<|im_end|>\n"
-                "<|im_start|>user\n<|im_end|>\n"
-                "<|im_start|>assistant\n");
+  EXPECT_EQ(apply_chat_template(conv, true), kDefaultSystem +
+                                                 "<|im_start|>user\na<|im_end|>\n"
+                                                 "<|im_start|>system\nlate<|im_end|>\n"
+                                                 "<|im_start|>assistant\n<|im_end|>\n"
+                                                 "<|im_start|>user\n<|im_end|>\n"
+                                                 "<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, ToolsToolCallsAndGroupedToolResponses) {
   const std::string tool =
       R"({"type":"function","function":{"name":"get_weather","description":"Wetter für eine Stadt",)"
       R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}})";
-  ChatMessage call{"assistant", "", {{"get_weather", R"({"city":"Paris"})"}, {"get_weather", R"({"city": "Köln"})"}}};
+  ChatMessage call{
+      "assistant",
+      "",
+      {{"get_weather", R"({"city":"Paris"})"}, {"get_weather", R"({"city": "Köln"})"}}};
   const std::vector<ChatMessage> conv = {{"user", "Weather in Paris and Köln?", {}},
                                          call,
                                          {"tool", "18°C", {}},
@@ -67,8 +69,10 @@ TEST(ChatTemplate, ToolsToolCallsAndGroupedToolResponses) {
       "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
       "<|im_start|>user\nWeather in Paris and Köln?<|im_end|>\n"
       "<|im_start|>assistant"
-      "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
-      "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}\n</tool_call>"
+      "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>"
+      "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Köln\"}}\n</tool_call>"
       "<|im_end|>\n"
       "<|im_start|>user\n<tool_response>\n18°C\n</tool_response>"
       "\n<tool_response>\n15°C\n</tool_response><|im_end|>\n"
@@ -124,8 +128,9 @@ TEST(ChatTemplate, EncodesToChatMlTokens) {
   EXPECT_EQ(ids[0], start);
   EXPECT_EQ(ids[1], tok.token_id("system"));
   EXPECT_EQ(ids[2], 198);
-  const std::vector<int32_t> tail = {end,   198, start, tok.token_id("user"), 198, tok.token_id("Hi"),
-                                     end,   198, start, tok.token_id("assistant"), 198};
+  const std::vector<int32_t> tail = {
+      end, 198, start, tok.token_id("user"),      198, tok.token_id("Hi"),
+      end, 198, start, tok.token_id("assistant"), 198};
   ASSERT_EQ(std::vector<int32_t>(ids.end() - 11, ids.end()), tail);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), start), 3);
 }

@@ -24,7 +24,8 @@ TEST(CliTokenize, TextStdinAndJsonl) {
   EXPECT_EQ(r.output, "9707 1879\n");
   r = run_molt("tokenize " + qwen_arg(dir), "Hello world");
   EXPECT_EQ(r.output, "9707 1879\n");
-  r = run_molt("tokenize " + qwen_arg(dir) + " --jsonl", "\"Hello world\"\n\"<|im_end|>\"\n\" 3 33\"\n");
+  r = run_molt("tokenize " + qwen_arg(dir) + " --jsonl",
+               "\"Hello world\"\n\"<|im_end|>\"\n\" 3 33\"\n");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "[9707,1879]\n[151645]\n[220,18,220,18,18]\n");
   r = run_molt("tokenize " + qwen_arg(dir) + " --no-special --text '<|im_end|>'");
@@ -51,7 +52,8 @@ TEST(CliTokenize, Detokenize) {
   EXPECT_EQ(r.output, "\"Hello world\"\n\" \xEF\xBF\xBD\"\n");  // half an emoji -> U+FFFD
   r = run_molt("detokenize " + qwen_arg(dir) + " --ids '9707 999999'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("token id 999999 is not in the vocabulary"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("token id 999999 is not in the vocabulary"), std::string::npos)
+      << r.output;
   r = run_molt("detokenize " + qwen_arg(dir) + " --ids '9707 x'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("'x' is not a token id"), std::string::npos) << r.output;
@@ -85,7 +87,8 @@ TEST(CliTokenize, BrokenTokenizerFilesAreNamed) {
       << r.output;
   r = run_molt("detokenize --tokenizer " + (dir / "nope.tiktoken").string() + " --ids 1");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("nope.tiktoken: no such file or directory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nope.tiktoken: no such file or directory"), std::string::npos)
+      << r.output;
   r = run_molt("tokenize --text hi");
   EXPECT_NE(r.exit_code, 0);  // --tokenizer is required
 }
@@ -94,10 +97,11 @@ TEST(CliTokenize, BenchPrintsFigures) {
   MOLT_REQUIRE_SHARED(dir);
   test::TempDir tmp;
   std::string text;
-  for (int i = 0; i < 50; ++i) text += "The licenses for most software are designed to take away your freedom. ";
+  for (int i = 0; i < 50; ++i)
+    text += "The licenses for most software are designed to take away your freedom. ";
   test::write_file(tmp / "prose.txt", text);
-  auto r = run_molt("bench tokenizer " + qwen_arg(dir) + " --text-file " + (tmp / "prose.txt").string() +
-                    " --seconds 0.05 --json");
+  auto r = run_molt("bench tokenizer " + qwen_arg(dir) + " --text-file " +
+                    (tmp / "prose.txt").string() + " --seconds 0.05 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["bytes"], text.size());

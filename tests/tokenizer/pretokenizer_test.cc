@@ -1,13 +1,14 @@
 // The Qwen2 pre-tokenizer: hand-derived splits, Oniguruma's \s (White_Space) rather than PCRE2's,
 // long runs, and agreement with an independent transcription of the regex on random text.
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include "tokenizer/pretokenizer.h"
+
 #include <gtest/gtest.h>
 #include <pcre2.h>
 
 #include <random>
 
 #include "molt/common/error.h"
-#include "tokenizer/pretokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace molt::tok {
@@ -56,8 +57,7 @@ TEST(Qwen2PreTokenizer, WhitespaceRuns) {
   EXPECT_EQ(qwen_pieces("a\r\n\tb"), (Pieces{"a", "\r\n", "\tb"}));
   // Punctuation swallows the newlines that follow it.
   EXPECT_EQ(qwen_pieces("end.\n\nNext"), (Pieces{"end", ".\n\n", "Next"}));
-  EXPECT_EQ(qwen_pieces("    Hello\n    Hello"),
-            (Pieces{"   ", " Hello", "\n", "   ", " Hello"}));
+  EXPECT_EQ(qwen_pieces("    Hello\n    Hello"), (Pieces{"   ", " Hello", "\n", "   ", " Hello"}));
 }
 
 TEST(Qwen2PreTokenizer, ScriptsAndEmoji) {
@@ -80,7 +80,11 @@ TEST(Qwen2PreTokenizer, UnicodeWhiteSpaceNotPcre2Space) {
   EXPECT_EQ(qwen_pieces(" \xE1\xA0\x8E "), (Pieces{" \xE1\xA0\x8E", " "}));
   // U+0085 (NEL), U+00A0, U+3000 are White_Space.
   EXPECT_EQ(qwen_pieces(" \xC2\x85 "), (Pieces{" \xC2\x85 "}));
-  EXPECT_EQ(qwen_pieces("a\xE3\x80\x80\xE3\x80\x80" "b"), (Pieces{"a", "\xE3\x80\x80", "\xE3\x80\x80" "b"}));
+  EXPECT_EQ(qwen_pieces("a\xE3\x80\x80\xE3\x80\x80"
+                        "b"),
+            (Pieces{"a", "\xE3\x80\x80",
+                    "\xE3\x80\x80"
+                    "b"}));
   // Zero-width space U+200B is not White_Space.
   EXPECT_EQ(qwen_pieces("a\xE2\x80\x8B b"), (Pieces{"a", "\xE2\x80\x8B", " b"}));
 }
@@ -90,7 +94,10 @@ TEST(Qwen2PreTokenizer, RewriteSpellsOutWhiteSpace) {
   EXPECT_EQ(r.find("\\s"), r.find("\\\\s") + 1);  // only the escaped backslash remains
   EXPECT_NE(r.find("[^\\t\\n"), std::string::npos);
   EXPECT_EQ(rewrite_whitespace_escapes("[[:alpha:]\\s]"),
-            "[[:alpha:]" + rewrite_whitespace_escapes("\\s").substr(1, rewrite_whitespace_escapes("\\s").size() - 2) + "]");
+            "[[:alpha:]" +
+                rewrite_whitespace_escapes("\\s").substr(
+                    1, rewrite_whitespace_escapes("\\s").size() - 2) +
+                "]");
 }
 
 TEST(Qwen2PreTokenizer, LongRunsAreLinear) {
@@ -136,7 +143,8 @@ class Classes {
     std::string s;
     append_utf8(s, c);
     pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-    const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
+    const int rc =
+        pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr);
     pcre2_match_data_free(md);
     return rc > 0;
   }
@@ -158,7 +166,9 @@ std::vector<std::string> reference_pieces(std::string_view text) {
   auto N = [&](size_t k) { return k < n && cls.number(c[k]); };
   auto S = [&](size_t k) { return k < n && is_white_space(c[k]); };
   auto NL = [&](size_t k) { return k < n && (c[k] == '\r' || c[k] == '\n'); };
-  auto lower = [&](size_t k) { return k < n && c[k] < 128 ? std::tolower(static_cast<int>(c[k])) : -1; };
+  auto lower = [&](size_t k) {
+    return k < n && c[k] < 128 ? std::tolower(static_cast<int>(c[k])) : -1;
+  };
   std::vector<std::string> out;
   size_t i = 0;
   while (i < n) {
@@ -205,12 +215,12 @@ std::vector<std::string> reference_pieces(std::string_view text) {
 // letters and digits of several scripts, emoji.
 std::string random_text(std::mt19937& rng, size_t length) {
   static const std::vector<std::pair<char32_t, char32_t>> ranges = {
-      {'a', 'z'},       {'A', 'Z'},       {'0', '9'},       {' ', ' '},       {' ', ' '},
-      {'\n', '\n'},     {'\r', '\r'},     {'\t', '\t'},     {'!', '/'},       {':', '@'},
-      {'\'', '\''},     {'\'', '\''},     {'s', 's'},       {'l', 'l'},       {0x1C, 0x1F},
-      {0x00, 0x08},     {0x85, 0x85},     {0xA0, 0xBF},     {0xC0, 0x17F},    {0x300, 0x36F},
-      {0x391, 0x3C9},   {0x410, 0x44F},   {0x660, 0x669},   {0x900, 0x97F},   {0x1680, 0x1680},
-      {0x180E, 0x180E}, {0x2000, 0x206F}, {0x3000, 0x3000}, {0x3040, 0x30FF}, {0x4E00, 0x4E80},
+      {'a', 'z'},       {'A', 'Z'},       {'0', '9'},        {' ', ' '},       {' ', ' '},
+      {'\n', '\n'},     {'\r', '\r'},     {'\t', '\t'},      {'!', '/'},       {':', '@'},
+      {'\'', '\''},     {'\'', '\''},     {'s', 's'},        {'l', 'l'},       {0x1C, 0x1F},
+      {0x00, 0x08},     {0x85, 0x85},     {0xA0, 0xBF},      {0xC0, 0x17F},    {0x300, 0x36F},
+      {0x391, 0x3C9},   {0x410, 0x44F},   {0x660, 0x669},    {0x900, 0x97F},   {0x1680, 0x1680},
+      {0x180E, 0x180E}, {0x2000, 0x206F}, {0x3000, 0x3000},  {0x3040, 0x30FF}, {0x4E00, 0x4E80},
       {0xAC00, 0xAC40}, {0xFF01, 0xFF5E}, {0x1F300, 0x1F64F}};
   std::string s;
   for (size_t k = 0; k < length; ++k) {

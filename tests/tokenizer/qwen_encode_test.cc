@@ -46,7 +46,7 @@ TEST(QwenEncode, WhitespaceRules) {
   QWEN(tok);
   const int32_t b = tok.token_id(" b");
   ASSERT_GE(b, 0);
-  EXPECT_EQ(tok.encode("a    b"), (Ids{64, 262, b}));       // "a" "   " " b"
+  EXPECT_EQ(tok.encode("a    b"), (Ids{64, 262, b}));         // "a" "   " " b"
   EXPECT_EQ(tok.encode("a\n\n  b"), (Ids{64, 271, 220, b}));  // "\n\n" " " " b"
   EXPECT_EQ(tok.encode("    Hello\n    Hello"), (Ids{262, 21927, 198, 262, 21927}));
   EXPECT_EQ(tok.encode("\t\n"), (Ids{1572}));
@@ -125,7 +125,8 @@ TEST(QwenEncode, InvalidUtf8IsAnErrorUnlessByteFallback) {
     tok.encode("ok \xFF then");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not valid UTF-8: byte 0xFF at offset 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("not valid UTF-8: byte 0xFF at offset 3"),
+              std::string::npos)
         << e.what();
   }
   const std::string bad = "caf\xC3 \xE2\x82 ok \xFF<|im_end|>\xF0\x9F\x98";
@@ -141,13 +142,14 @@ TEST(QwenEncode, InvalidUtf8IsAnErrorUnlessByteFallback) {
 
 std::string random_unicode(std::mt19937& rng, size_t length) {
   static const std::vector<std::pair<char32_t, char32_t>> ranges = {
-      {'a', 'z'},       {'A', 'Z'},         {'0', '9'},         {' ', ' '},       {' ', ' '},
-      {'\n', '\n'},     {'\t', '\r'},       {'!', '/'},         {'\'', '\''},     {0x01, 0x1F},
-      {0x7F, 0xFF},     {0x100, 0x24F},     {0x300, 0x36F},     {0x370, 0x3FF},   {0x400, 0x4FF},
-      {0x590, 0x6FF},   {0x900, 0x97F},     {0xE00, 0xE7F},     {0x1100, 0x11FF}, {0x1E00, 0x1EFF},
-      {0x2000, 0x206F}, {0x20A0, 0x20CF},   {0x2190, 0x23FF},   {0x3000, 0x30FF}, {0x4E00, 0x9FFF},
-      {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},   {0xFF00, 0xFFEF},   {0x1D400, 0x1D7FF},
-      {0x1F300, 0x1FAFF}, {0x20000, 0x2A6DF}, {0x10FFF0, 0x10FFFF}};
+      {'a', 'z'},         {'A', 'Z'},         {'0', '9'},         {' ', ' '},
+      {' ', ' '},         {'\n', '\n'},       {'\t', '\r'},       {'!', '/'},
+      {'\'', '\''},       {0x01, 0x1F},       {0x7F, 0xFF},       {0x100, 0x24F},
+      {0x300, 0x36F},     {0x370, 0x3FF},     {0x400, 0x4FF},     {0x590, 0x6FF},
+      {0x900, 0x97F},     {0xE00, 0xE7F},     {0x1100, 0x11FF},   {0x1E00, 0x1EFF},
+      {0x2000, 0x206F},   {0x20A0, 0x20CF},   {0x2190, 0x23FF},   {0x3000, 0x30FF},
+      {0x4E00, 0x9FFF},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},   {0xFF00, 0xFFEF},
+      {0x1D400, 0x1D7FF}, {0x1F300, 0x1FAFF}, {0x20000, 0x2A6DF}, {0x10FFF0, 0x10FFFF}};
   std::string s;
   for (size_t k = 0; k < length; ++k) {
     const auto& [lo, hi] = ranges[rng() % ranges.size()];

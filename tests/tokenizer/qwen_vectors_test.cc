@@ -98,35 +98,48 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
   for (size_t i = 0; i < ranks.vocab.size(); ++i) vocab[tok::byte_level_encode(ranks.vocab[i])] = i;
   nlohmann::json merges = nlohmann::json::array();
   for (const auto& [l, r] : ranks.merges) {
-    merges.push_back({tok::byte_level_encode(ranks.vocab[l]), tok::byte_level_encode(ranks.vocab[r])});
+    merges.push_back(
+        {tok::byte_level_encode(ranks.vocab[l]), tok::byte_level_encode(ranks.vocab[r])});
   }
   nlohmann::json added = nlohmann::json::array();
   nlohmann::json decoder = nlohmann::json::object();
   for (const AddedToken& a : ref.added_tokens()) {
     const bool special = a.id <= 151656;  // as in Qwen2.5's tokenizer.json
-    added.push_back({{"id", a.id}, {"content", a.content}, {"single_word", false},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+    added.push_back({{"id", a.id},
+                     {"content", a.content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
                      {"special", special}});
     decoder[std::to_string(a.id)] = {{"content", a.content}, {"special", special}};
   }
-  nlohmann::json j = {
-      {"version", "1.0"},
-      {"added_tokens", added},
-      {"normalizer", {{"type", "NFC"}}},
-      {"pre_tokenizer",
-       {{"type", "Sequence"},
-        {"pretokenizers",
-         {{{"type", "Split"},
-           {"pattern", {{"Regex", std::string(tok::kQwen2Pattern)}}},
-           {"behavior", "Isolated"},
-           {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
-           {"use_regex", false}}}}}},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
-      {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}, {"fuse_unk", false},
-        {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}}}};
+  nlohmann::json j = {{"version", "1.0"},
+                      {"added_tokens", added},
+                      {"normalizer", {{"type", "NFC"}}},
+                      {"pre_tokenizer",
+                       {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", std::string(tok::kQwen2Pattern)}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
+                           {"use_regex", false}}}}}},
+                      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+                      {"model",
+                       {{"type", "BPE"},
+                        {"dropout", nullptr},
+                        {"unk_token", nullptr},
+                        {"continuing_subword_prefix", ""},
+                        {"end_of_word_suffix", ""},
+                        {"fuse_unk", false},
+                        {"byte_fallback", false},
+                        {"ignore_merges", false},
+                        {"vocab", vocab},
+                        {"merges", merges}}}};
   test::TempDir tmp;
   test::write_file(tmp / "tokenizer.json", j.dump());
   auto from_json = Tokenizer::load(tmp / "tokenizer.json");
@@ -139,10 +152,10 @@ TEST(QwenFormats, HuggingFaceJsonFilesMatchTheRankFile) {
   test::TempDir slow;
   test::write_file(slow / "vocab.json", vocab.dump());
   std::filesystem::copy_file(dir / "merges.txt", slow / "merges.txt");
-  test::write_file(slow / "tokenizer_config.json",
-                   nlohmann::json({{"added_tokens_decoder", decoder},
-                                           {"tokenizer_class", "Qwen2Tokenizer"}})
-                       .dump());
+  test::write_file(
+      slow / "tokenizer_config.json",
+      nlohmann::json({{"added_tokens_decoder", decoder}, {"tokenizer_class", "Qwen2Tokenizer"}})
+          .dump());
   auto from_slow = Tokenizer::load(slow.path());
   EXPECT_EQ(from_slow->format(), "vocab.json+merges.txt");
   EXPECT_EQ(from_slow->fingerprint(), ref.fingerprint());

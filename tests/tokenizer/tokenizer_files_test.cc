@@ -26,8 +26,8 @@ std::string byte_name(int i) {
 
 // Merges in rank order; merge i makes token 256 + i.
 const std::vector<std::pair<std::string, std::string>> kMerges = {
-    {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"},
-    {"o", "r"}, {"Ġw", "or"}, {"l", "d"}, {"Ġwor", "ld"}};
+    {"h", "e"}, {"l", "l"},   {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"},
+    {"o", "r"}, {"Ġw", "or"}, {"l", "d"},   {"Ġwor", "ld"}};
 constexpr int32_t kHello = 259, kWorld = 264, kLl = 257, kEnd = 265, kTool = 266;
 // Byte token ids, from the alphabet order: printable bytes first.
 constexpr int32_t kE = 68, kL = 75, kO = 78, kLt = 27, kBar = 91, kN = 77, kD = 67, kGt = 29;
@@ -40,8 +40,8 @@ json base_vocab() {
 }
 
 json added_token(int32_t id, const std::string& content, bool special) {
-  return {{"id", id},         {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},  {"normalized", false}, {"special", special}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", special}};
 }
 
 // A Qwen2-style tokenizer.json over the small vocabulary.
@@ -62,14 +62,22 @@ json small_tokenizer_json(bool array_merges = false) {
            {"pattern", {{"Regex", std::string(tok::kQwen2Pattern)}}},
            {"behavior", "Isolated"},
            {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+          {{"type", "ByteLevel"},
+           {"add_prefix_space", false},
+           {"trim_offsets", false},
            {"use_regex", false}}}}}},
       {"post_processor", {{"type", "ByteLevel"}, {"trim_offsets", false}}},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""}, {"end_of_word_suffix", ""}, {"fuse_unk", false},
-        {"byte_fallback", false}, {"ignore_merges", false}, {"vocab", base_vocab()},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", base_vocab()},
         {"merges", merges}}}};
 }
 
@@ -157,7 +165,7 @@ TEST(TokenizerJson, AddedTokensLongestFirstAndStrip) {
   j["added_tokens"].push_back(t);
   auto tok = load_json(dir, j);
   EXPECT_EQ(tok->encode("x<a><b><a>"), (Ids{87, 268, 267}));
-  EXPECT_EQ(tok->encode("<s>  hi"), (Ids{269, 71, 72}));         // spaces swallowed on the right
+  EXPECT_EQ(tok->encode("<s>  hi"), (Ids{269, 71, 72}));  // spaces swallowed on the right
   EXPECT_EQ(tok->encode("hi \xE3\x80\x80</s>"), (Ids{71, 72, 270}));  // and on the left
   EXPECT_EQ(tok->encode("<a>  hi"), (Ids{267, 220, 220, 71, 72}));
 }
@@ -285,7 +293,8 @@ TEST(TokenizerErrors, CorruptOrTruncatedTokenizerJson) {
   with([](json& j) { j["added_tokens"][0]["single_word"] = true; }, {"single_word"});
   with([](json& j) { j["added_tokens"][0]["id"] = 5; }, {"'<|end|>' has id 5"});
   with([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"decoder 'WordPiece'"});
-  with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }, {"continuing_subword_prefix"});
+  with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+       {"continuing_subword_prefix"});
 }
 
 TEST(TokenizerErrors, BrokenSlowFiles) {
@@ -300,7 +309,8 @@ TEST(TokenizerErrors, BrokenSlowFiles) {
                {(dir / "merges.txt").string(), "line 11", "'qq'"});
   test::write_file(dir / "merges.txt", merges_txt());
   test::write_file(dir / "vocab.json", "{\"a\": 0, ");
-  expect_error([&] { Tokenizer::load(dir.path()); }, {(dir / "vocab.json").string(), "not valid JSON"});
+  expect_error([&] { Tokenizer::load(dir.path()); },
+               {(dir / "vocab.json").string(), "not valid JSON"});
   test::write_file(dir / "vocab.json", base_vocab().dump());
   test::write_file(dir / "tokenizer_config.json", "{\"added_tokens_decoder\": ");
   expect_error([&] { Tokenizer::load(dir.path()); },
@@ -329,7 +339,8 @@ TEST(TokenizerErrors, BrokenRankFiles) {
 
 TEST(TokenizerErrors, PathsAndSpecials) {
   test::TempDir dir;
-  expect_error([&] { Tokenizer::load(dir / "missing"); }, {(dir / "missing").string(), "no such file"});
+  expect_error([&] { Tokenizer::load(dir / "missing"); },
+               {(dir / "missing").string(), "no such file"});
   expect_error([&] { Tokenizer::load(dir.path()); }, {dir.path().string(), "no tokenizer.json"});
   test::write_file(dir / "weights.bin", "x");
   expect_error([&] { Tokenizer::load(dir / "weights.bin"); }, {"cannot tell the tokenizer format"});

@@ -12,7 +12,8 @@ namespace {
 const std::string kFFFD = "\xEF\xBF\xBD";
 
 TEST(Utf8, FindsTheFirstIllFormedByte) {
-  EXPECT_EQ(find_invalid_utf8("plain ascii text, long enough for the fast path"), std::string::npos);
+  EXPECT_EQ(find_invalid_utf8("plain ascii text, long enough for the fast path"),
+            std::string::npos);
   EXPECT_EQ(find_invalid_utf8("h\xC3\xA9llo \xE4\xB8\xAD \xF0\x9F\x98\x81"), std::string::npos);
   EXPECT_EQ(find_invalid_utf8("abcdefghij\xFF"), 10u);
   EXPECT_EQ(find_invalid_utf8("\xC0\xAF"), 0u);          // overlong
@@ -24,13 +25,17 @@ TEST(Utf8, FindsTheFirstIllFormedByte) {
 
 TEST(Utf8, LossyReplacesMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(utf8_lossy("\xE2\x82"), kFFFD);             // truncated: one replacement
-  EXPECT_EQ(utf8_lossy("\xE2\x82" "A"), kFFFD + "A");
+  EXPECT_EQ(utf8_lossy("\xE2\x82"), kFFFD);  // truncated: one replacement
+  EXPECT_EQ(utf8_lossy("\xE2\x82"
+                       "A"),
+            kFFFD + "A");
   EXPECT_EQ(utf8_lossy("\xF0\x80\x80"), kFFFD + kFFFD + kFFFD);  // F0 80 is never valid
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), kFFFD + kFFFD + kFFFD);
   EXPECT_EQ(utf8_lossy("\xC0\xAF"), kFFFD + kFFFD);
   EXPECT_EQ(utf8_lossy("\xF4\x90\x80\x80"), kFFFD + kFFFD + kFFFD + kFFFD);
-  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98" "x\x81"), kFFFD + "x" + kFFFD);
+  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"
+                       "x\x81"),
+            kFFFD + "x" + kFFFD);
   EXPECT_EQ(utf8_lossy("\xFF\xFE"), kFFFD + kFFFD);
 }
 
@@ -43,7 +48,9 @@ TEST(Utf8, IncompleteTail) {
   EXPECT_EQ(incomplete_utf8_tail("a\xF0\x9F\x98\x81"), 0u);
   EXPECT_EQ(incomplete_utf8_tail("a\xFF"), 0u);      // never completes: not held back
   EXPECT_EQ(incomplete_utf8_tail("a\xE0\x80"), 0u);  // E0 80 is already ill-formed
-  EXPECT_EQ(incomplete_utf8_tail("\xC3" "\xE2\x82"), 2u);
+  EXPECT_EQ(incomplete_utf8_tail("\xC3"
+                                 "\xE2\x82"),
+            2u);
 }
 
 TEST(Utf8, CodePointsRoundTrip) {
@@ -81,10 +88,10 @@ std::string nfc_of(const std::string& s) {
 
 TEST(Nfc, ComposesAndReorders) {
   EXPECT_EQ(nfc_of("e\xCC\x81"), "\xC3\xA9");                      // e + U+0301 -> é
-  EXPECT_EQ(nfc_of("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");    // Hangul L + V -> 가
-  EXPECT_EQ(nfc_of("\xE2\x84\xAB"), "\xC3\x85");                    // Angstrom sign -> Å
-  EXPECT_EQ(nfc_of("a\xCC\x87\xCC\xA3"), "\xE1\xBA\xA1\xCC\x87");   // reordered, then composed
-  EXPECT_EQ(nfc_of("\xEF\xAC\x81"), "\xEF\xAC\x81");                // ﬁ ligature: NFKC only
+  EXPECT_EQ(nfc_of("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");   // Hangul L + V -> 가
+  EXPECT_EQ(nfc_of("\xE2\x84\xAB"), "\xC3\x85");                   // Angstrom sign -> Å
+  EXPECT_EQ(nfc_of("a\xCC\x87\xCC\xA3"), "\xE1\xBA\xA1\xCC\x87");  // reordered, then composed
+  EXPECT_EQ(nfc_of("\xEF\xAC\x81"), "\xEF\xAC\x81");               // ﬁ ligature: NFKC only
   bool changed = true;
   nfc("ASCII stays as is; so do caf\xC3\xA9, \xE4\xB8\xAD\xE6\x96\x87 and \xED\x95\x9C", changed);
   EXPECT_FALSE(changed);

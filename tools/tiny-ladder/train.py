@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--gate-tokens", type=float, default=10e6)
     ap.add_argument("--dense-tokens", type=float, default=4e6)
     ap.add_argument("--stage-tokens", type=float, default=8e6)
+    ap.add_argument("--cooldown-tokens", type=float, default=0,
+                    help="from this run's start, decay lr linearly to 10%% over N tokens")
     ap.add_argument("--run", default=None, help="run folder (default WORK/runs/SIZE)")
     args = ap.parse_args()
 
@@ -222,6 +224,10 @@ def main():
         rng = random.Random(args.seed * 1_000_003 + state["step"])
         x, _ = mixer.batch(rng, mix, T, B)
         warm = min(1.0, (state["step"] + 1) / 200)
+        if args.cooldown_tokens:
+            state.setdefault("cooldown_from", state["tokens"])
+            done = (state["tokens"] - state["cooldown_from"]) / args.cooldown_tokens
+            warm *= max(0.1, 1.0 - 0.9 * done)
         for g in opt.param_groups:
             g["lr"] = lr * warm
         model.train()

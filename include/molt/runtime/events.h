@@ -60,6 +60,7 @@ struct ResumeEvent {
 // Healing finished: the receiver's cache is native again.
 struct HealEvent {
   std::string rung;
+  int64_t at_token = 0;   // index of the first token decoded on the healed cache
   int64_t positions = 0;  // re-prefilled natively
   int64_t steps = 0;      // decode steps it was spread over
   double ms = 0;          // total time spent healing

@@ -8,12 +8,11 @@
 // Typical use (e.g. `molt generate --prompt ... --chat`):
 //
 //   auto tok = molt::Tokenizer::load(model_dir);             // tokenizer.json, vocab+merges, ...
-//   std::string prompt = molt::apply_chat_template({{"user", text}}, /*add_generation_prompt=*/true);
-//   std::vector<int32_t> ids = tok->encode(prompt);          // <|im_start|> etc. become one id
-//   const int32_t im_end = tok->token_id("<|im_end|>");      // stop token of chat models
-//   molt::StreamDecoder out(*tok);
-//   for (int32_t id : generated) std::fputs(out.push(id).c_str(), stdout);
-//   std::fputs(out.flush().c_str(), stdout);
+//   std::string prompt = molt::apply_chat_template({{"user", text}},
+//   /*add_generation_prompt=*/true); std::vector<int32_t> ids = tok->encode(prompt);          //
+//   <|im_start|> etc. become one id const int32_t im_end = tok->token_id("<|im_end|>");      //
+//   stop token of chat models molt::StreamDecoder out(*tok); for (int32_t id : generated)
+//   std::fputs(out.push(id).c_str(), stdout); std::fputs(out.flush().c_str(), stdout);
 //
 // All const methods are safe to call from several threads at once.
 #pragma once

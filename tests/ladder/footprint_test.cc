@@ -1,0 +1,135 @@
+// Footprint accounting against the kernel's own numbers: the computed footprint of a loaded
+// rung with its cache and a prefill's scratch matches the measured RSS growth within 5%;
+// parking really gives the weights' pages back; release unmaps them.
+#include <gtest/gtest.h>
+
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+#include "molt/ladder/ladder.h"
+#include "molt/ladder/process_memory.h"
+#include "molt/ladder/synthetic.h"
+#include "test_util.h"
+
+namespace molt {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Rungs large enough that allocator noise (a few hundred KiB) stays far below 5%.
+struct RssLadder {
+  test::TempDir dir;
+  fs::path manifest;
+  RssLadder() {
+    SyntheticLadderOptions o;
+    o.vocab = 512;
+    o.dtype = DType::BF16;
+    o.rungs = {{"big", 512, 8, 8, 2, 64, 2048}, {"warm", 64, 1, 2, 1, 32, 128}};
+    manifest = write_synthetic_ladder(dir.path(), o);
+  }
+};
+
+RssLadder& rss_ladder() {
+  static RssLadder l;
+  return l;
+}
+
+// Warms the allocator, BLAS and the thread pool on a tiny rung so that their one-time buffers
+// are not charged to the rung under test.
+void warm_up(Ladder& l, int warm, int64_t tokens) {
+  Rung& r = l.rung(warm);
+  r.load();
+  KVCache c = r.model().new_cache(tokens);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens), 7);
+  r.model().forward(ids, c, {});
+  r.release();
+}
+
+TEST(Footprint, MatchesMeasuredRssWithinFivePercent) {
+  set_num_threads(1);
+  const int64_t capacity = 1024, chunk = 64;
+  auto l = Ladder::open(rss_ladder().manifest, FootprintShape{chunk, capacity, num_threads()});
+  warm_up(*l, 1, chunk);
+  Rung& r = l->rung(0);
+  ASSERT_EQ(r.name(), "big");
+  const Footprint f = r.footprint();
+
+  if (!reset_peak_rss()) GTEST_SKIP() << "cannot reset VmHWM (/proc/self/clear_refs): peak RSS not measurable";
+  const ProcessMemory before = read_process_memory();
+  r.load();
+  const ProcessMemory loaded = read_process_memory();
+  KVCache cache = r.model().new_cache(capacity);
+  std::vector<int32_t> ids(static_cast<size_t>(chunk));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 % 512);
+  std::vector<float> logits(512);
+  r.model().forward(ids, cache, {}, logits);
+  const ProcessMemory after = read_process_memory();
+
+  const double weights = (static_cast<double>(loaded.rss_bytes) - before.rss_bytes) / kMiB;
+  const double peak = (static_cast<double>(after.peak_bytes) - before.rss_bytes) / kMiB;
+  const double computed = f.total(capacity) / kMiB;
+  std::printf("footprint of '%s' (%s): weights %.2f + heap %.2f + KV %.2f (%lld tokens) + scratch %.2f "
+              "= %.2f MiB; measured: load %.2f MiB, peak growth %.2f MiB (%+.1f%%)\n",
+              r.name().c_str(), before.source.c_str(), f.weight_bytes / kMiB, f.heap_weight_bytes / kMiB,
+              f.kv_bytes(capacity) / kMiB, static_cast<long long>(capacity), f.scratch_bytes / kMiB,
+              computed, weights, peak, 100 * (peak - computed) / computed);
+  EXPECT_NEAR(weights, (f.weight_bytes + f.heap_weight_bytes) / kMiB, 0.05 * computed);
+  EXPECT_NEAR(peak, computed, 0.05 * computed);
+  r.release();
+}
+
+TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
+  auto l = Ladder::open(rss_ladder().manifest);
+  Rung& r = l->rung(0);
+  const double weights = r.footprint().weight_bytes / kMiB;
+  EXPECT_EQ(r.state(), RungState::kReleased);
+  EXPECT_EQ(r.resident_bytes(), 0u);
+
+  const double base = read_process_memory().rss_bytes / kMiB;
+  r.load();
+  EXPECT_EQ(r.state(), RungState::kLoaded);
+  KVCache cache = r.model().new_cache(16);  // the cache must survive parking
+  std::vector<int32_t> ids = {1, 2, 3, 4};
+  const std::vector<float> before = r.model().prefill(ids, cache);
+  const double loaded = read_process_memory().rss_bytes / kMiB;
+
+  r.park();
+  EXPECT_EQ(r.state(), RungState::kParked);
+  EXPECT_EQ(r.resident_bytes(), r.footprint().heap_weight_bytes);
+  const double parked = read_process_memory().rss_bytes / kMiB;
+
+  r.unpark();
+  EXPECT_EQ(r.state(), RungState::kLoaded);
+  const double unparked = read_process_memory().rss_bytes / kMiB;
+  // The cache kept while parked still decodes the same continuation as an unparked run.
+  KVCache again = r.model().new_cache(16);
+  r.model().prefill(ids, again);
+  EXPECT_EQ(r.model().decode(9, cache), r.model().decode(9, again));
+
+  r.release();
+  EXPECT_EQ(r.state(), RungState::kReleased);
+  const double released = read_process_memory().rss_bytes / kMiB;
+  std::printf("RSS: base %.1f, loaded %.1f, parked %.1f, unparked %.1f, released %.1f MiB (weights %.1f MiB)\n",
+              base, loaded, parked, unparked, released, weights);
+  EXPECT_NEAR(loaded - parked, weights, 0.05 * weights);
+  EXPECT_NEAR(unparked - parked, weights, 0.05 * weights);
+  EXPECT_NEAR(unparked - released, weights, 0.05 * weights);
+  EXPECT_THROW(r.model(), Error);
+}
+
+TEST(Footprint, ComputedTermsFollowTheConfig) {
+  ModelConfig c;
+  c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14, c.num_key_value_heads = 2;
+  c.head_dim = 64, c.intermediate_size = 4864, c.vocab_size = 151936;
+  const Footprint f = compute_footprint(c, 988 << 20, DType::BF16, FootprintShape{64, 2048, 1});
+  EXPECT_EQ(f.kv_bytes_per_token, 2u * 24 * 128 * 4);  // 24 KiB per token for Qwen2.5-0.5B in f32
+  EXPECT_EQ(f.weight_bytes, size_t{988} << 20);
+  EXPECT_EQ(f.heap_weight_bytes, (24u * 2 * 896 + 896 + 24u * (896 + 256)) * 4);
+  EXPECT_EQ(f.total(100), f.weight_bytes + f.heap_weight_bytes + 100 * f.kv_bytes_per_token + f.scratch_bytes);
+  EXPECT_EQ(f.parked(100), f.heap_weight_bytes + 100 * f.kv_bytes_per_token);
+  // f32 weights need no widening tile.
+  EXPECT_LT(compute_footprint(c, 0, DType::F32, FootprintShape{64, 2048, 1}).scratch_bytes, f.scratch_bytes);
+}
+
+}  // namespace
+}  // namespace molt

@@ -1,0 +1,102 @@
+// A synthetic three-rung ladder (tiny-ladder geometry, random weights, one tokenizer) for the
+// runtime tests, written once per test binary, with maps fitted for its four routes through
+// the transfer part's fitting API, and an oracle: the native greedy token of any rung after
+// any prefix, computed by a fresh prefill.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "molt/kernels/threads.h"
+#include "molt/ladder/ladder.h"
+#include "molt/ladder/synthetic.h"
+#include "molt/model/model.h"
+#include "molt/runtime/session.h"
+#include "molt/transfer/corpus.h"
+#include "molt/transfer/fit.h"
+#include "molt/transfer/map_file.h"
+#include "test_util.h"
+
+namespace molt::test {
+
+constexpr int64_t kVocab = 400;
+
+struct RuntimeLadder {
+  TempDir dir;
+  std::filesystem::path with_maps, without_maps;  // manifests
+  std::string maps_note;                          // why maps are absent, when they are
+  std::vector<std::unique_ptr<Model>> models;     // oracle copies, in ladder order (l, m, s)
+
+  RuntimeLadder() {
+    set_num_threads(1);  // deterministic and quick on a shared machine
+    SyntheticLadderOptions o;
+    o.vocab = kVocab;
+    with_maps = write_synthetic_ladder(dir.path() / "maps-ladder", o);
+    o.route_method = "reprefill";
+    without_maps = write_synthetic_ladder(dir.path() / "plain-ladder", o);
+    auto l = Ladder::open(with_maps);
+    for (int i = 0; i < l->size(); ++i) models.push_back(Model::load(l->rung(i).path()));
+    fit_maps(*l);
+  }
+
+  // Small fits (random weights: the point is a real map file through the real code path).
+  void fit_maps(const Ladder& l) {
+    const std::filesystem::path corpus = dir.path() / "corpus.txt";
+    {
+      std::ofstream f(corpus);
+      std::mt19937 rng(5);
+      for (int i = 0; i < 12 * 48 + 8; ++i) f << rng() % kVocab << ' ';
+    }
+    try {
+      for (const ManifestRoute& r : l.manifest().routes) {
+        const Model& s = *models[static_cast<size_t>(l.index(r.from))];
+        const Model& d = *models[static_cast<size_t>(l.index(r.to))];
+        FitOptions fo;
+        fo.sequences = 12;
+        fo.seq_len = 48;
+        fo.stride = 2;
+        fo.heldout_every = 4;
+        fo.select_windows = 2;
+        fo.k = 2;
+        fo.corpus_name = "random ids";
+        auto stream = TokenStream::ids(corpus);
+        const RouteStats st = collect_stats(s, d, *stream, fo);
+        write_map_dir(r.maps, solve_route(st, s, d, fo));
+      }
+    } catch (const std::exception& e) {
+      maps_note = std::string("fitting the test maps failed: ") + e.what();
+    }
+  }
+
+  // The native greedy next token of rung `r` after `prefix` (a fresh prefill).
+  int32_t oracle(int r, const std::vector<int32_t>& prefix) const {
+    const Model& m = *models[static_cast<size_t>(r)];
+    KVCache c = m.new_cache(static_cast<int64_t>(prefix.size()));
+    const std::vector<float> logits = m.prefill(prefix, c);
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + kVocab) - logits.begin());
+  }
+};
+
+inline RuntimeLadder& runtime_ladder() {
+  static RuntimeLadder l;
+  return l;
+}
+
+inline std::vector<int32_t> test_prompt(int64_t n = 20) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>((i * 37 + 11) % kVocab);
+  return p;
+}
+
+// Footprint of rung r for the session being run (the session reshapes the ladder first).
+inline double footprint_mib(const Ladder& l, int r, int64_t capacity) {
+  return static_cast<double>(l.rung(r).footprint().total(capacity)) / (1024.0 * 1024.0);
+}
+
+}  // namespace molt::test

@@ -1,0 +1,417 @@
+// The elastic session: forced migrations at the first, a middle and the last token for every
+// policy and every route; hold is killed; small never moves; parking waits and resumes; a
+// budget that flaps every token; token indices contiguous with no duplicate at any seam. Where
+// a policy re-reads the text, every token is checked against a native prefill of its rung.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "molt/common/error.h"
+#include "molt/ladder/process_memory.h"
+#include "runtime_fixture.h"
+
+namespace molt {
+namespace {
+
+using test::footprint_mib;
+using test::runtime_ladder;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kTokens = 24;
+
+struct Outcome {
+  SessionResult result;
+  EventLog log;
+};
+
+using BudgetFn = std::function<double(const BudgetQuery&, const Ladder&)>;
+
+Outcome run(Ladder& l, Policy policy, const BudgetFn& fn, SessionOptions o = {}) {
+  o.policy = policy;
+  if (o.max_tokens == 64) o.max_tokens = kTokens;
+  FunctionBudget budget([&](const BudgetQuery& q) { return fn(q, l); });
+  Outcome r;
+  r.result = Session(l, budget, r.log, o).run(test::test_prompt());
+  return r;
+}
+
+int64_t capacity(const SessionOptions& o = {}) {
+  return static_cast<int64_t>(test::test_prompt().size()) + (o.max_tokens == 64 ? kTokens : o.max_tokens);
+}
+
+// The stream is whole: indices 0..n-1 in order, one event per token, same ids as the result.
+void expect_contiguous(const Outcome& r) {
+  ASSERT_EQ(r.log.tokens.size(), r.result.tokens.size());
+  for (size_t i = 0; i < r.log.tokens.size(); ++i) {
+    EXPECT_EQ(r.log.tokens[i].index, static_cast<int64_t>(i));
+    EXPECT_EQ(r.log.tokens[i].token_id, r.result.tokens[i]);
+    EXPECT_EQ(r.log.tokens[i].rung, r.result.rungs[i]);
+    EXPECT_GE(r.result.tokens[i], 0);
+    EXPECT_LT(r.result.tokens[i], test::kVocab);
+  }
+  EXPECT_EQ(r.log.done.tokens, static_cast<int64_t>(r.result.tokens.size()));
+  EXPECT_EQ(r.log.done.migrations, static_cast<int64_t>(r.log.migrations.size()));
+}
+
+// Tokens [from, to) equal the native greedy token of the rung that produced each.
+void expect_native(const Ladder& l, const Outcome& r, size_t from, size_t to) {
+  std::vector<int32_t> prefix = test::test_prompt();
+  for (size_t i = 0; i < from && i < r.result.tokens.size(); ++i) prefix.push_back(r.result.tokens[i]);
+  for (size_t i = from; i < to && i < r.result.tokens.size(); ++i) {
+    EXPECT_EQ(r.result.tokens[i], runtime_ladder().oracle(l.index(r.result.rungs[i]), prefix))
+        << "token " << i << " on rung " << r.result.rungs[i];
+    prefix.push_back(r.result.tokens[i]);
+  }
+}
+
+bool has_maps() { return runtime_ladder().maps_note.empty(); }
+
+// ---- forced migrations: every route × every migrating policy × first / middle / last token
+
+struct Route {
+  const char* from;
+  const char* to;
+};
+const Route kRoutes[] = {{"l", "m"}, {"m", "s"}, {"m", "l"}, {"s", "m"}};
+const Policy kMigrating[] = {Policy::kReprefill, Policy::kReleaseReprefill, Policy::kMolt, Policy::kHeal,
+                             Policy::kAuto};
+
+class Forced : public ::testing::TestWithParam<std::tuple<int, Policy, int64_t>> {};
+
+TEST_P(Forced, MigratesOnceAtTheGivenTokenWithNothingLost) {
+  const auto [route_i, policy, k] = GetParam();
+  const Route route = kRoutes[route_i];
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  const int from = l->index(route.from), to = l->index(route.to);
+  const int64_t cap = capacity();
+  // Start where the route starts (the largest rung that fits), then leave only the receiver
+  // as the largest that fits from the check before token k on.
+  // (5% above the receiver's footprint: room for heal's shadow cache, still below the sender.)
+  auto level = [&](int r, const Ladder& ld) { return r == 0 ? kInf : footprint_mib(ld, r, cap) * (r == to ? 1.05 : 1.0); };
+  SessionOptions o;
+  o.up_after = 1;
+  o.up_margin = 0;
+  o.auto_reprefill_below = 30;  // first-token seams re-prefill, later ones take a map
+  Outcome r = run(*l, policy, [&](const BudgetQuery& q, const Ladder& ld) { return q.step < k ? level(from, ld) : level(to, ld); }, o);
+
+  expect_contiguous(r);
+  EXPECT_FALSE(r.log.done.killed);
+  ASSERT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+  ASSERT_EQ(r.log.migrations.size(), 1u);
+  const MigrationEvent& m = r.log.migrations[0];
+  EXPECT_EQ(m.from, route.from);
+  EXPECT_EQ(m.to, route.to);
+  EXPECT_EQ(m.at_token, k);
+  EXPECT_EQ(m.direction, to > from ? "down" : "up");
+  EXPECT_EQ(m.context, static_cast<int64_t>(test::test_prompt().size()) + k - 1);
+  EXPECT_EQ(m.requested, policy_name(policy));
+  EXPECT_GE(m.ms, 0.0);
+  for (int64_t i = 0; i < kTokens; ++i) EXPECT_EQ(r.result.rungs[i], i < k ? route.from : route.to) << i;
+
+  // What ran, and its accounted peak.
+  std::string ran = policy_name(policy);
+  if ((policy == Policy::kMolt || policy == Policy::kHeal) && !has_maps()) ran = "release-reprefill";
+  const Footprint &fs = l->rung(from).footprint(), &fr = l->rung(to).footprint();
+  const double receiver = fr.total(cap) / kMiB;
+  if (policy == Policy::kAuto) {
+    EXPECT_FALSE(m.note.empty());
+    if (m.context < 30) {
+      EXPECT_EQ(m.policy, "release-reprefill") << m.note;
+    }
+    ran = m.policy;
+  }
+  EXPECT_EQ(m.policy, ran) << m.note;
+  if (ran == "reprefill") {
+    EXPECT_NEAR(m.peak_mib, receiver + (fs.total(cap) - fs.scratch_bytes) / kMiB, 1e-6);  // both resident
+  } else if (ran == "release-reprefill") {
+    EXPECT_NEAR(m.peak_mib, receiver, 1e-6);
+  } else {
+    EXPECT_NEAR(m.peak_mib, receiver + (fs.kv_bytes(cap) + fs.heap_weight_bytes) / kMiB, 1e-6);
+    EXPECT_GT(m.flops_saved, 0.0);
+    EXPECT_LT(m.flops_saved, 1.0);
+  }
+
+  // Before the seam: the sender's native tokens. After it: the receiver's, when the text was
+  // re-read; after a heal completes, native again.
+  expect_native(*l, r, 0, static_cast<size_t>(k));
+  if (ran == "reprefill" || ran == "release-reprefill") expect_native(*l, r, static_cast<size_t>(k), kTokens);
+  if (ran == "heal") {
+    const int64_t layers = l->rung(to).config().num_hidden_layers;
+    if (k + layers < kTokens) {
+      ASSERT_EQ(r.log.heals.size(), 1u);
+      EXPECT_EQ(r.log.heals[0].at_token, k + layers);  // one chunk per layer (context ≤ heal_chunk)
+      EXPECT_EQ(r.log.heals[0].positions, m.context);
+      expect_native(*l, r, static_cast<size_t>(r.log.heals[0].at_token), kTokens);
+    }
+  }
+}
+
+std::string forced_name(const ::testing::TestParamInfo<Forced::ParamType>& info) {
+  const auto [route_i, policy, k] = info.param;
+  std::string p = policy_name(policy);
+  std::replace(p.begin(), p.end(), '-', '_');
+  return std::string(kRoutes[route_i].from) + "_to_" + kRoutes[route_i].to + "_" + p + "_at_" + std::to_string(k);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRoutePolicyAndPosition, Forced,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::ValuesIn(kMigrating),
+                                            ::testing::Values(int64_t{1}, kTokens / 2, kTokens - 1)),
+                         forced_name);
+
+TEST(Session, MoltRunsItsMapWhenMapsExist) {
+  if (!has_maps()) GTEST_SKIP() << runtime_ladder().maps_note;
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome r = run(*l, Policy::kMolt, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step < 5 ? kInf : footprint_mib(ld, 1, capacity());
+  });
+  ASSERT_EQ(r.log.migrations.size(), 1u);
+  EXPECT_EQ(r.log.migrations[0].policy, "molt");
+  EXPECT_TRUE(r.log.migrations[0].note.empty()) << r.log.migrations[0].note;
+}
+
+TEST(Session, WithoutMapsMoltFallsBackAndSaysWhy) {
+  auto l = Ladder::open(runtime_ladder().without_maps);
+  Outcome r = run(*l, Policy::kMolt, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step < 5 ? kInf : footprint_mib(ld, 1, capacity());
+  });
+  ASSERT_EQ(r.log.migrations.size(), 1u);
+  EXPECT_EQ(r.log.migrations[0].policy, "release-reprefill");
+  EXPECT_NE(r.log.migrations[0].note.find("route l → m re-prefills"), std::string::npos) << r.log.migrations[0].note;
+  expect_native(*l, r, 0, kTokens);
+}
+
+// ---- conditions A and B
+
+TEST(Session, HoldIsKilledOncePastTheGrace) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  SessionOptions o;
+  o.grace_steps = 2;
+  Outcome r = run(*l, Policy::kHold, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step < 6 ? kInf : footprint_mib(ld, 1, capacity());
+  }, o);
+  expect_contiguous(r);
+  EXPECT_TRUE(r.log.done.killed);
+  EXPECT_EQ(r.log.done.reason, "killed");
+  EXPECT_TRUE(r.log.migrations.empty());
+  EXPECT_EQ(r.result.tokens.size(), 8u);  // checks at steps 6, 7 tolerated; killed at 8
+  EXPECT_EQ(r.log.done.rungs_used, std::vector<std::string>{"l"});
+  EXPECT_GT(r.log.done.max_overshoot_mib, 0.0);
+}
+
+TEST(Session, HoldSurvivesADipShorterThanTheGrace) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome r = run(*l, Policy::kHold, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step == 6 || q.step == 7 ? footprint_mib(ld, 2, capacity()) : kInf;
+  });
+  EXPECT_FALSE(r.log.done.killed);
+  EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+  expect_native(*l, r, 0, kTokens);
+}
+
+TEST(Session, SmallStaysOnTheSmallestRung) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome r = run(*l, Policy::kSmall, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step % 10 < 5 ? kInf : footprint_mib(ld, 2, capacity());
+  });
+  EXPECT_EQ(r.log.done.rungs_used, std::vector<std::string>{"s"});
+  EXPECT_TRUE(r.log.migrations.empty());
+  expect_native(*l, r, 0, kTokens);
+}
+
+// ---- parking
+
+TEST(Session, BelowTheSmallestRungParksKeepsTheCacheAndResumes) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  std::vector<double> parked_use;
+  Outcome r = run(*l, Policy::kMolt, [&](const BudgetQuery& q, const Ladder& ld) {
+    const double fs = footprint_mib(ld, 2, capacity());
+    if (q.step >= 5 && q.step < 10) {
+      if (q.step > 5) parked_use.push_back(q.used_mib);
+      return fs / 2;
+    }
+    return fs;
+  });
+  expect_contiguous(r);
+  ASSERT_EQ(r.log.parks.size(), 1u);
+  EXPECT_EQ(r.log.parks[0].rung, "s");
+  ASSERT_EQ(r.log.resumes.size(), 1u);
+  EXPECT_EQ(r.log.resumes[0].rung, "s");
+  EXPECT_EQ(r.log.resumes[0].waited_steps, 5);
+  EXPECT_TRUE(r.log.migrations.empty());
+  EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+  expect_native(*l, r, 0, kTokens);  // the kept cache carries on exactly
+  // While parked the accounting holds the cache, not the weights.
+  const Footprint& f = l->rung(2).footprint();
+  ASSERT_FALSE(parked_use.empty());
+  for (double u : parked_use) EXPECT_NEAR(u, f.parked(capacity()) / kMiB, 1e-6);
+}
+
+TEST(Session, ParkedCacheResumesOnAnotherRung) {
+  for (Policy p : {Policy::kReleaseReprefill, Policy::kMolt}) {
+    auto l = Ladder::open(runtime_ladder().with_maps);
+    Outcome r = run(*l, p, [](const BudgetQuery& q, const Ladder& ld) {
+      if (q.step < 5) return footprint_mib(ld, 1, capacity());  // m
+      if (q.step < 9) return 0.0;                               // nothing fits
+      return kInf;                                              // back up to l
+    });
+    expect_contiguous(r);
+    ASSERT_EQ(r.log.parks.size(), 1u) << policy_name(p);
+    EXPECT_EQ(r.log.parks[0].rung, "m");
+    ASSERT_EQ(r.log.migrations.size(), 1u);
+    EXPECT_EQ(r.log.migrations[0].from, "m");
+    EXPECT_EQ(r.log.migrations[0].to, "l");
+    ASSERT_EQ(r.log.resumes.size(), 1u);
+    EXPECT_EQ(r.log.resumes[0].rung, "l");
+    EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+    expect_native(*l, r, 0, 5);
+    if (r.log.migrations[0].policy == "release-reprefill") expect_native(*l, r, 5, kTokens);
+  }
+}
+
+TEST(Session, StartsParkedWhenNothingFitsYet) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome r = run(*l, Policy::kMolt, [](const BudgetQuery& q, const Ladder&) { return q.step < 4 ? 0.0 : kInf; });
+  ASSERT_EQ(r.log.parks.size(), 1u);
+  EXPECT_EQ(r.log.parks[0].rung, "");
+  ASSERT_EQ(r.log.resumes.size(), 1u);
+  EXPECT_EQ(r.log.resumes[0].rung, "l");
+  EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+  expect_native(*l, r, 0, kTokens);
+}
+
+TEST(Session, GivesUpClearlyWhenTheBudgetNeverReturns) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  SessionOptions o;
+  o.max_parked_steps = 10;
+  try {
+    run(*l, Policy::kMolt, [](const BudgetQuery& q, const Ladder&) { return q.step < 3 ? kInf : 0.0; }, o);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("never came back above the smallest rung"), std::string::npos) << e.what();
+  }
+}
+
+// ---- a budget that flaps every token
+
+TEST(Session, FlappingEveryTokenStaysCorrect) {
+  for (Policy p : {Policy::kReprefill, Policy::kReleaseReprefill, Policy::kMolt, Policy::kHeal, Policy::kAuto}) {
+    auto l = Ladder::open(runtime_ladder().with_maps);
+    SessionOptions o;
+    o.up_after = 1;
+    o.up_margin = 0;
+    Outcome r = run(*l, p, [](const BudgetQuery& q, const Ladder& ld) {
+      return q.step % 2 == 0 ? kInf : footprint_mib(ld, 1, capacity());
+    }, o);
+    SCOPED_TRACE(policy_name(p));
+    expect_contiguous(r);
+    EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(kTokens));
+    EXPECT_EQ(r.log.migrations.size(), static_cast<size_t>(kTokens - 1));  // every check moves
+    for (size_t i = 0; i < r.result.rungs.size(); ++i) EXPECT_EQ(r.result.rungs[i], i % 2 == 0 ? "l" : "m") << i;
+    bool reread = true;
+    for (const auto& m : r.log.migrations) reread = reread && (m.policy == "reprefill" || m.policy == "release-reprefill");
+    if (reread) expect_native(*l, r, 0, kTokens);
+  }
+}
+
+TEST(Session, HysteresisHoldsAFlappingBudgetOnTheLowerRung) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome r = run(*l, Policy::kMolt, [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step % 2 == 0 ? kInf : footprint_mib(ld, 1, capacity());
+  });
+  ASSERT_EQ(r.log.migrations.size(), 1u);  // down once; never up for a single good check
+  EXPECT_EQ(r.log.migrations[0].to, "m");
+}
+
+TEST(Session, MovesBackUpAfterTheBudgetHoldsWithMargin) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  SessionOptions o;  // up_after 3, margin 10%
+  Outcome r = run(*l, Policy::kReleaseReprefill, [](const BudgetQuery& q, const Ladder& ld) {
+    if (q.step >= 4 && q.step < 8) return footprint_mib(ld, 1, capacity());
+    if (q.step >= 8 && q.step < 14) return footprint_mib(ld, 0, capacity()) * 1.05;  // fits, not by 10%
+    return footprint_mib(ld, 0, capacity()) * 1.2;
+  }, o);
+  ASSERT_EQ(r.log.migrations.size(), 2u);
+  EXPECT_EQ(r.log.migrations[0].to, "m");
+  EXPECT_EQ(r.log.migrations[1].to, "l");
+  EXPECT_EQ(r.log.migrations[1].direction, "up");
+  EXPECT_EQ(r.log.migrations[1].at_token, 16);  // checks 14, 15, 16 with margin
+  expect_native(*l, r, 0, kTokens);
+}
+
+// ---- seams measured, stops, bad input
+
+TEST(Session, SeamMeasurementDoesNotDisturbTheStream) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  auto budget = [](const BudgetQuery& q, const Ladder& ld) {
+    return q.step < 6 ? kInf : q.step < 12 ? footprint_mib(ld, 1, capacity()) : footprint_mib(ld, 2, capacity());
+  };
+  Outcome plain = run(*l, Policy::kReprefill, budget);
+  SessionOptions o;
+  o.measure_seams = true;
+  o.measure_rss = true;
+  Outcome measured = run(*l, Policy::kReprefill, budget, o);
+  EXPECT_EQ(plain.result.tokens, measured.result.tokens);
+  ASSERT_EQ(measured.log.migrations.size(), 2u);
+  for (const auto& m : measured.log.migrations) {
+    EXPECT_TRUE(std::isfinite(m.seam_kl));
+    EXPECT_GT(m.seam_kl, 0.0);  // different random models disagree
+    EXPECT_TRUE(std::isfinite(m.rss_peak_mib));
+  }
+  for (const auto& m : plain.log.migrations) EXPECT_TRUE(std::isnan(m.seam_kl));
+}
+
+TEST(Session, StopsAtAStopToken) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  Outcome free_run = run(*l, Policy::kMolt, [](const BudgetQuery&, const Ladder&) { return kInf; });
+  SessionOptions o;
+  o.stop_ids = {free_run.result.tokens[3]};
+  Outcome r = run(*l, Policy::kMolt, [](const BudgetQuery&, const Ladder&) { return kInf; }, o);
+  const auto first = std::find(free_run.result.tokens.begin(), free_run.result.tokens.end(), o.stop_ids[0]);
+  EXPECT_EQ(r.result.tokens.size(), static_cast<size_t>(first - free_run.result.tokens.begin()) + 1);
+  EXPECT_EQ(r.log.done.reason, "eos");
+}
+
+TEST(Session, BadPromptsAreRefused) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  FunctionBudget b([](const BudgetQuery&) { return kInf; });
+  EventLog log;
+  Session s(*l, b, log, SessionOptions{});
+  EXPECT_THROW(s.run(std::vector<int32_t>{}), Error);
+  try {
+    s.run(std::vector<int32_t>{1, 2, 400});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt token id 400 is outside the ladder's vocabulary [0, 400)"),
+              std::string::npos) << e.what();
+  }
+}
+
+// ---- memory: molt never holds sender and receiver weights together, reprefill does
+
+TEST(Session, MoltNeverHoldsBothRungsWeights) {
+  if (!has_maps()) GTEST_SKIP() << runtime_ladder().maps_note;
+  if (!reset_peak_rss()) GTEST_SKIP() << "VmHWM cannot be reset here";
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  auto budget = [](const BudgetQuery& q, const Ladder& ld) { return q.step < 6 ? kInf : footprint_mib(ld, 1, capacity()); };
+  SessionOptions o;
+  o.measure_rss = true;
+  const double w_l = l->rung(0).footprint().weight_bytes / kMiB;
+  const double f_m = l->rung(1).footprint().total(capacity()) / kMiB;
+  for (Policy p : {Policy::kMolt, Policy::kReleaseReprefill, Policy::kReprefill}) {
+    Outcome r = run(*l, p, budget, o);
+    ASSERT_EQ(r.log.migrations.size(), 1u);
+    const MigrationEvent& m = r.log.migrations[0];
+    std::printf("%-17s l → m: accounted peak %.2f MiB, measured RSS peak over the session base %.2f MiB "
+                "(receiver %.2f MiB, sender weights %.2f MiB)\n", m.policy.c_str(), m.peak_mib, m.rss_peak_mib, f_m, w_l);
+    if (p == Policy::kReprefill) {
+      EXPECT_GT(m.rss_peak_mib, f_m + 0.5 * w_l);  // both rungs' weights were resident
+    } else {
+      EXPECT_LT(m.rss_peak_mib, f_m + 0.5 * w_l);  // never co-resident
+    }
+  }
+}
+
+}  // namespace
+}  // namespace molt
