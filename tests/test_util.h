@@ -2,7 +2,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -43,8 +42,8 @@ struct CommandResult {
 inline CommandResult run_molt(const std::string& args, const std::string& stdin_text = "") {
   std::string cmd = std::string(MOLT_BINARY) + " " + args + " 2>&1";
   if (!stdin_text.empty()) {
-    std::filesystem::path in =
-        std::filesystem::temp_directory_path() / ("molt-stdin-" + std::to_string(std::random_device{}()));
+    std::filesystem::path in = std::filesystem::temp_directory_path() /
+                               ("molt-stdin-" + std::to_string(std::random_device{}()));
     std::ofstream(in, std::ios::binary) << stdin_text;
     cmd = std::string(MOLT_BINARY) + " " + args + " < " + in.string() + " 2>&1";
   }
@@ -76,9 +75,10 @@ inline std::filesystem::path shared_qwen_dir() {
   return std::filesystem::exists(d) ? d : std::filesystem::path{};
 }
 
-#define MOLT_REQUIRE_SHARED(dir)                                                        \
-  const std::filesystem::path dir = ::molt::test::shared_qwen_dir();                   \
-  if (dir.empty()) GTEST_SKIP() << "../shared/data/qwen2.5 is absent: reference data " \
-                                   "tests skipped"
+#define MOLT_REQUIRE_SHARED(dir)                                      \
+  const std::filesystem::path dir = ::molt::test::shared_qwen_dir();  \
+  if (dir.empty())                                                    \
+  GTEST_SKIP() << "../shared/data/qwen2.5 is absent: reference data " \
+                  "tests skipped"
 
 }  // namespace molt::test

@@ -1,8 +1,8 @@
 // molt bench decode: prefill and decode speed of one model, beside the memory-bandwidth bound.
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "command.h"
@@ -36,7 +36,8 @@ void run(const BenchDecodeArgs& a) {
   auto model = Model::load(a.model);
   const ModelConfig& c = model->config();
   std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(c.vocab_size, 150000) - 1));
+  std::uniform_int_distribution<int32_t> tok(
+      0, static_cast<int32_t>(std::min<int64_t>(c.vocab_size, 150000) - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (auto& t : prompt) t = tok(rng);
 

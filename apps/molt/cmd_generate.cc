@@ -28,7 +28,8 @@ struct GenerateArgs {
 
 void run(const GenerateArgs& a) {
   if (!a.ladder.ladder.empty()) {
-    run_ladder_generate(a.ladder, {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads});
+    run_ladder_generate(
+        a.ladder, {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads});
     return;
   }
   if (a.model.empty()) fail("give --model DIR (one model) or --ladder FILE (an elastic ladder)");
@@ -51,8 +52,8 @@ void run(const GenerateArgs& a) {
     history.push_back(next);
     fmt::print("{}{}", generated ? " " : "", next);
     std::fflush(stdout);
-    const bool eos = std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) !=
-                     c.eos_token_ids.end();
+    const bool eos =
+        std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) != c.eos_token_ids.end();
     if (eos && !a.ignore_eos) {
       ++generated;
       break;
@@ -78,10 +79,14 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_flag("--chat", a->chat, "wrap the prompt in the chat template (with --ladder)");
   add_ladder_flags(s, a->ladder);
   s->add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
-  s->add_option("--temperature", a->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  s->add_option("--top-k", a->sampling.top_k, "keep the k most likely (0 = off)")->check(CLI::NonNegativeNumber);
-  s->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)")->check(CLI::Range(1e-6, 1.0));
-  s->add_option("--repetition-penalty", a->sampling.repetition_penalty, "1 = off")->check(CLI::PositiveNumber);
+  s->add_option("--temperature", a->sampling.temperature, "0 = greedy")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--top-k", a->sampling.top_k, "keep the k most likely (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)")
+      ->check(CLI::Range(1e-6, 1.0));
+  s->add_option("--repetition-penalty", a->sampling.repetition_penalty, "1 = off")
+      ->check(CLI::PositiveNumber);
   s->add_option("--seed", a->sampling.seed, "sampling seed");
   s->add_flag("--ignore-eos", a->ignore_eos, "keep going past end-of-sequence tokens");
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);

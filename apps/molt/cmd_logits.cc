@@ -42,7 +42,8 @@ void run(const LogitsArgs& a) {
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<LogitsArgs>();
-  CLI::App* s = root.add_subcommand("logits", "Write the logits of every position (float32 LE, [T, vocab])");
+  CLI::App* s =
+      root.add_subcommand("logits", "Write the logits of every position (float32 LE, [T, vocab])");
   s->add_option("--model", a->model, "checkpoint directory")->required();
   s->add_option("--ids", a->ids, "token ids, e.g. \"1 2 3\"")->required();
   s->add_option("--out", a->out, "output file")->required();

@@ -36,7 +36,8 @@ void run(const SynthArgs& a) {
     fail("--kv-heads {} must divide --heads {}", c.num_key_value_heads, c.num_attention_heads);
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
-  if (c.vocab_size <= 151645) c.eos_token_ids = {c.vocab_size - 1}, c.bos_token_id = c.vocab_size - 1;
+  if (c.vocab_size <= 151645)
+    c.eos_token_ids = {c.vocab_size - 1}, c.bos_token_id = c.vocab_size - 1;
   SynthOptions o;
   if (a.dtype == "bf16") {
     o.dtype = DType::BF16;
@@ -58,18 +59,22 @@ void run(const SynthArgs& a) {
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<SynthArgs>();
-  CLI::App* s = root.add_subcommand("synth", "Write a random-weight checkpoint at a Qwen2.5 geometry");
+  CLI::App* s =
+      root.add_subcommand("synth", "Write a random-weight checkpoint at a Qwen2.5 geometry");
   s->add_option("--geometry", a->geometry, "qwen2.5-0.5b | qwen2.5-1.5b | qwen2.5-3b")
       ->check(CLI::IsMember({"qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b"}));
   s->add_option("--hidden", a->hidden, "override hidden_size")->check(CLI::PositiveNumber);
   s->add_option("--layers", a->layers, "override num_hidden_layers")->check(CLI::PositiveNumber);
   s->add_option("--heads", a->heads, "override num_attention_heads")->check(CLI::PositiveNumber);
-  s->add_option("--kv-heads", a->kv_heads, "override num_key_value_heads")->check(CLI::PositiveNumber);
-  s->add_option("--intermediate", a->intermediate, "override intermediate_size")->check(CLI::PositiveNumber);
+  s->add_option("--kv-heads", a->kv_heads, "override num_key_value_heads")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--intermediate", a->intermediate, "override intermediate_size")
+      ->check(CLI::PositiveNumber);
   s->add_option("--vocab", a->vocab, "override vocab_size")->check(CLI::PositiveNumber);
   s->add_option("--rope-theta", a->rope_theta, "override rope_theta")->check(CLI::PositiveNumber);
   s->add_flag("--untied", a->untied, "write a separate lm_head.weight");
-  s->add_option("--dtype", a->dtype, "bf16 | f16 | f32")->check(CLI::IsMember({"bf16", "f16", "f32"}));
+  s->add_option("--dtype", a->dtype, "bf16 | f16 | f32")
+      ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   s->add_option("--seed", a->seed, "random seed");
   s->add_option("--shard-mib", a->shard_mib, "largest shard in MiB")->check(CLI::PositiveNumber);
   s->add_option("--out", a->out, "output directory")->required();

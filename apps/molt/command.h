@@ -3,9 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -31,9 +31,15 @@ CLI::App* group(CLI::App& root, const std::string& name, const std::string& desc
   return g;
 }
 
-void set_exit_code(int code) { g_exit_code = code; }
-bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
-int exit_code() { return g_exit_code; }
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
+bool stderr_is_tty() {
+  return isatty(STDERR_FILENO) == 1;
+}
+int exit_code() {
+  return g_exit_code;
+}
 
 }  // namespace molt::cli
 

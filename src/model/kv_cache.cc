@@ -26,10 +26,18 @@ void KVCache::grow(int64_t capacity) {
   capacity_ = capacity;
 }
 
-std::span<float> KVCache::k(int64_t layer) { return k_.at(layer); }
-std::span<float> KVCache::v(int64_t layer) { return v_.at(layer); }
-std::span<const float> KVCache::k(int64_t layer) const { return k_.at(layer); }
-std::span<const float> KVCache::v(int64_t layer) const { return v_.at(layer); }
+std::span<float> KVCache::k(int64_t layer) {
+  return k_.at(layer);
+}
+std::span<float> KVCache::v(int64_t layer) {
+  return v_.at(layer);
+}
+std::span<const float> KVCache::k(int64_t layer) const {
+  return k_.at(layer);
+}
+std::span<const float> KVCache::v(int64_t layer) const {
+  return v_.at(layer);
+}
 
 std::span<float> KVCache::hidden(int64_t index) {
   if (!keep_hidden_) fail("KVCache: hidden states were not kept (construct with keep_hidden)");
@@ -50,7 +58,9 @@ void KVCache::commit(int64_t n) {
   size_ += n;
 }
 
-void KVCache::truncate(int64_t n) { size_ = std::clamp<int64_t>(n, 0, size_); }
+void KVCache::truncate(int64_t n) {
+  size_ = std::clamp<int64_t>(n, 0, size_);
+}
 
 void KVCache::set_size(int64_t n) {
   if (n < 0) fail("KVCache: negative size {}", n);
@@ -64,6 +74,8 @@ size_t KVCache::bytes_per_token() const {
   return per * sizeof(float);
 }
 
-size_t KVCache::bytes() const { return bytes_per_token() * static_cast<size_t>(capacity_); }
+size_t KVCache::bytes() const {
+  return bytes_per_token() * static_cast<size_t>(capacity_);
+}
 
 }  // namespace molt

@@ -211,7 +211,8 @@ void Model::forward(std::span<const int32_t> tokens, KVCache& cache, std::span<f
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (!logits.empty()) {
-    for (int64_t i = 0; i < n; ++i) rmsnorm(&x[i * d], weights_.final_norm.data(), d, eps, &x[i * d]);
+    for (int64_t i = 0; i < n; ++i)
+      rmsnorm(&x[i * d], weights_.final_norm.data(), d, eps, &x[i * d]);
     linear(weights_.lm_head, x.data(), n, logits.data());
     if (!last_logits.empty()) {
       std::copy_n(logits.data() + (n - 1) * V, V, last_logits.data());

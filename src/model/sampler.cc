@@ -13,7 +13,8 @@ namespace molt {
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   if (!(p.temperature >= 0.0f)) fail("sampling: temperature must be >= 0 (got {})", p.temperature);
   if (p.top_k < 0) fail("sampling: top-k must be >= 0 (got {})", p.top_k);
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("sampling: top-p must be in (0, 1] (got {})", p.top_p);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    fail("sampling: top-p must be in (0, 1] (got {})", p.top_p);
   if (!(p.repetition_penalty > 0.0f)) {
     fail("sampling: repetition penalty must be > 0 (got {})", p.repetition_penalty);
   }

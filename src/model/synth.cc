@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -53,7 +53,9 @@ void fill(Tensor& t, DType dtype, uint64_t seed) {
       const float u = static_cast<float>(splitmix(s) >> 40) * (1.0f / 16777216.0f);  // [0,1)
       const float v = t.offset + a * (2.0f * u - 1.0f);
       switch (dtype) {
-        case DType::F32: std::memcpy(&t.bytes[i * 4], &v, 4); break;
+        case DType::F32:
+          std::memcpy(&t.bytes[i * 4], &v, 4);
+          break;
         case DType::BF16: {
           const uint16_t h = f32_to_bf16(v);
           std::memcpy(&t.bytes[i * 2], &h, 2);
@@ -64,7 +66,8 @@ void fill(Tensor& t, DType dtype, uint64_t seed) {
           std::memcpy(&t.bytes[i * 2], &h, 2);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -83,7 +86,8 @@ ModelConfig qwen25_geometry(const std::string& name) {
   const std::map<std::string, std::string> sizes = {
       {"qwen2.5-0.5b", "0.5B"}, {"qwen2.5-1.5b", "1.5B"}, {"qwen2.5-3b", "3B"}};
   const auto it = sizes.find(name);
-  if (it == sizes.end()) fail("unknown geometry '{}' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b)", name);
+  if (it == sizes.end())
+    fail("unknown geometry '{}' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b)", name);
   ModelConfig c = qwen2_5_config(it->second);
   c.eos_token_ids = {151645, 151643};  // generation_config.json of the Instruct release
   return c;
@@ -135,7 +139,9 @@ void write_synthetic_checkpoint(const ModelConfig& c, const SynthOptions& o,
   if (o.show_progress) std::fprintf(stderr, "\nsynth: writing %s\n", dir.string().c_str());
 
   ModelConfig written = c;
-  written.torch_dtype = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
+  written.torch_dtype = o.dtype == DType::F32   ? "float32"
+                        : o.dtype == DType::F16 ? "float16"
+                                                : "bfloat16";
   // As in the real release: config.json names one eos id, generation_config.json all of them.
   write_json(dir / "generation_config.json", generation_config_to_json(written));
   if (!written.eos_token_ids.empty()) written.eos_token_ids.resize(1);

@@ -1,5 +1,7 @@
 // Engine properties on synthetic checkpoints: prefill = decode, recompute is bit-exact,
 // synthetic weights keep activations finite, configs equal the real ones.
+#include "molt/model/model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "molt/common/error.h"
 #include "molt/formats/hf_config.h"
-#include "molt/model/model.h"
 #include "molt/model/synth.h"
 #include "test_util.h"
 

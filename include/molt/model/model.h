@@ -59,8 +59,8 @@ class Model {
   // hidden states that enter layer `first` (hidden: [n × hidden_size]), writing their K/V into
   // the cache rows; hidden is left holding the states entering layer `last`. Used by selective
   // recompute and by healing (one layer at a time); equal bit for bit to a full forward.
-  void forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden,
-                      KVCache& cache, int64_t last = -1) const;
+  void forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden, KVCache& cache,
+                      int64_t last = -1) const;
   // The embedding rows of `tokens`, f32: out is [n × hidden_size] (the input of layer 0).
   void embed(std::span<const int32_t> tokens, std::span<float> out) const;
 

@@ -9,9 +9,9 @@
 namespace molt {
 
 struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
-  int top_k = 0;             // 0 = off
-  float top_p = 1.0f;        // 1 = off
+  float temperature = 0.0f;         // 0 = greedy
+  int top_k = 0;                    // 0 = off
+  float top_p = 1.0f;               // 1 = off
   float repetition_penalty = 1.0f;  // 1 = off; CTRL-style, as Hugging Face applies it
   uint64_t seed = 0;
 };

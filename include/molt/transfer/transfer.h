@@ -18,8 +18,9 @@ struct MapData;
 
 // How the cache crosses, per route.
 struct TransferOptions {
-  int recompute_layers = 0;  // r: receiver's last r layers recomputed natively (needs a boundary map)
-  int anchors = 0;           // a: last a context tokens re-run natively on the receiver
+  int recompute_layers =
+      0;            // r: receiver's last r layers recomputed natively (needs a boundary map)
+  int anchors = 0;  // a: last a context tokens re-run natively on the receiver
 };
 
 // A loaded, verified map file set for one route (sender geometry → receiver geometry).
