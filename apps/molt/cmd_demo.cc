@@ -75,6 +75,7 @@ void run(const DemoArgs& a) {
     if (!fs::exists(manifest)) {
       fmt::print("writing a synthetic ladder (random weights, tiny-ladder sizes) to {}\n", a.synthetic);
       write_synthetic_ladder(a.synthetic);
+      fit_missing_maps(*Ladder::open(manifest), stdout);
     }
   } else if (!fs::exists(manifest)) {
     fail("{}: the tiny ladder is not here (build it with `make tiny-ladder`, pass --ladder FILE, or "

@@ -39,7 +39,9 @@ std::string stats_name(int64_t index, int64_t count) {
   return fmt::format("stats-{}-of-{}.molt-stats", index + 1, count);
 }
 
-void log_line(const std::string& s) { fmt::print("{}\n", s); }
+void log_line(const std::string& s) {
+  fmt::print("{}\n", s);
+}
 
 int64_t parse_k(const std::string& k) {
   if (k == "auto") return 0;
@@ -106,12 +108,13 @@ void run_fit(const FitArgs& a) {
   int64_t mine = 0;
   for (int64_t i = 0; i < o.sequences; ++i) mine += i % o.shard_count == o.shard_index;
   ProgressBar bar("fit " + o.sender_name + " → " + o.receiver_name, mine);
-  RouteStats st = collect_stats(*sender, *receiver, *c.stream, o,
-                                [&](int64_t done, int64_t) { bar.update(done); }, log_line);
+  RouteStats st = collect_stats(
+      *sender, *receiver, *c.stream, o, [&](int64_t done, int64_t) { bar.update(done); }, log_line);
   bar.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("statistics: {} training + {} held-out windows of {} tokens ({} + {} rows) in {:.1f} s\n",
-             st.train.sequences, st.heldout.sequences, o.seq_len, st.train.k.n, st.heldout.k.n, secs);
+  fmt::print(
+      "statistics: {} training + {} held-out windows of {} tokens ({} + {} rows) in {:.1f} s\n",
+      st.train.sequences, st.heldout.sequences, o.seq_len, st.train.k.n, st.heldout.k.n, secs);
   const std::filesystem::path out = a.out;
   std::filesystem::create_directories(out);
   if (o.shard_count > 1 || a.keep_stats) {
@@ -138,7 +141,8 @@ void run_merge(const FitArgs& a) {
     if (e.path().extension() == ".molt-stats") files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
-  if (files.empty()) fail("{}: no *.molt-stats files (write them with molt fit --shard I/N)", dir.string());
+  if (files.empty())
+    fail("{}: no *.molt-stats files (write them with molt fit --shard I/N)", dir.string());
   RouteStats st = RouteStats::load(files[0]);
   for (size_t i = 1; i < files.size(); ++i) st.merge(RouteStats::load(files[i]), files[i].string());
   std::vector<int64_t> have;
@@ -148,7 +152,8 @@ void run_merge(const FitArgs& a) {
   if (static_cast<int64_t>(st.shards_merged.size()) != st.shard_count) {
     std::vector<int64_t> missing;
     for (int64_t s = 0; s < st.shard_count; ++s) {
-      if (std::find(st.shards_merged.begin(), st.shards_merged.end(), s) == st.shards_merged.end()) {
+      if (std::find(st.shards_merged.begin(), st.shards_merged.end(), s) ==
+          st.shards_merged.end()) {
         missing.push_back(s + 1);
       }
     }
@@ -159,18 +164,21 @@ void run_merge(const FitArgs& a) {
   auto sender = Model::load(o.sender_dir);
   auto receiver = Model::load(o.receiver_dir);
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
-  if (std::filesystem::exists(o.corpus_path)) map.info["corpus_sha256"] = sha256_file(o.corpus_path);
+  if (std::filesystem::exists(o.corpus_path))
+    map.info["corpus_sha256"] = sha256_file(o.corpus_path);
   write_map(a.merge_out.empty() ? dir : std::filesystem::path(a.merge_out), map);
 }
 
 std::string rung_line(const RungSpec& r) {
   const CacheGeometry& g = r.geometry;
-  return fmt::format("{} ({} layers, {} KV heads × {}, hidden {}; RoPE θ {}, head_dim {}, rotate-half)",
-                     r.name, g.n_layers, g.n_kv_heads, g.head_dim, g.hidden_size, r.rope.theta,
-                     r.rope.head_dim);
+  return fmt::format(
+      "{} ({} layers, {} KV heads × {}, hidden {}; RoPE θ {}, head_dim {}, rotate-half)", r.name,
+      g.n_layers, g.n_kv_heads, g.head_dim, g.hidden_size, r.rope.theta, r.rope.head_dim);
 }
 
-std::string text_of(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+std::string text_of(const nlohmann::json& j) {
+  return j.is_string() ? j.get<std::string>() : j.dump();
+}
 
 void run_report(const FitArgs& a) {
   const MapData map = read_map_dir(a.dir);
@@ -190,25 +198,31 @@ void run_report(const FitArgs& a) {
   fmt::print("map       {} (method {}, SHA-256 verified against index.json)\n", a.dir, map.method);
   fmt::print("sender    {}\n", rung_line(map.sender));
   fmt::print("receiver  {}\n", rung_line(map.receiver));
-  if (info.contains("k")) fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
+  if (info.contains("k"))
+    fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
   if (info.contains("k_candidates")) {
     for (const auto& c : info["k_candidates"]) {
-      fmt::print("            k = {:>2}: held-out residual K {:.4f} V {:.4f}{}\n", c["k"].get<int64_t>(),
-                 c["k_residual"]["rel_rms"].get<double>(), c["v_residual"]["rel_rms"].get<double>(),
-                 c.contains("heldout_nll") ? fmt::format(", prefix-KV NLL {:.4f} (gap {:+.4f})",
-                                                         c["heldout_nll"].get<double>(),
-                                                         c["nll_gap"].get<double>())
-                                           : "");
+      fmt::print("            k = {:>2}: held-out residual K {:.4f} V {:.4f}{}\n",
+                 c["k"].get<int64_t>(), c["k_residual"]["rel_rms"].get<double>(),
+                 c["v_residual"]["rel_rms"].get<double>(),
+                 c.contains("heldout_nll")
+                     ? fmt::format(", prefix-KV NLL {:.4f} (gap {:+.4f})",
+                                   c["heldout_nll"].get<double>(), c["nll_gap"].get<double>())
+                     : "");
     }
   }
-  if (info.contains("lambda")) fmt::print("λ         {} applied to {}\n", text_of(info["lambda"]), text_of(info.value("lambda_applied_to", "")));
+  if (info.contains("lambda"))
+    fmt::print("λ         {} applied to {}\n", text_of(info["lambda"]),
+               text_of(info.value("lambda_applied_to", "")));
   if (info.contains("ranked_by")) fmt::print("ranking   {}\n", text_of(info["ranked_by"]));
   if (info.contains("calibration")) {
     const auto& c = info["calibration"];
-    fmt::print("calib.    {} training + {} held-out windows × {} tokens, rows every {} tokens ({} + {} rows), corpus {}\n",
-               c.value("train_windows", 0), c.value("heldout_windows", 0), c.value("seq_len", 0),
-               c.value("stride", 0), c.value("train_rows", 0.0), c.value("heldout_rows", 0.0),
-               text_of(info.value("corpus", "?")));
+    fmt::print(
+        "calib.    {} training + {} held-out windows × {} tokens, rows every {} tokens ({} + {} "
+        "rows), corpus {}\n",
+        c.value("train_windows", 0), c.value("heldout_windows", 0), c.value("seq_len", 0),
+        c.value("stride", 0), c.value("train_rows", 0.0), c.value("heldout_rows", 0.0),
+        text_of(info.value("corpus", "?")));
   }
   if (!info.contains("residuals")) return;
   const auto& res = info["residuals"];
@@ -225,8 +239,11 @@ void run_report(const FitArgs& a) {
     const int64_t j = L["layer"].get<int64_t>();
     fmt::print("{:>5}  {:<18} {:<18} {:>17} {:>17}{}\n", j,
                fmt::format("{}", fmt::join(map.layers[j].k_sources, ",")),
-               fmt::format("{}", fmt::join(map.layers[j].v_sources, ",")), cell(L["k"]), cell(L["v"]),
-               floor ? fmt::format("   {:>17} {:>17}", cell(L["k_token_identity"]), cell(L["v_token_identity"])) : "");
+               fmt::format("{}", fmt::join(map.layers[j].v_sources, ",")), cell(L["k"]),
+               cell(L["v"]),
+               floor ? fmt::format("   {:>17} {:>17}", cell(L["k_token_identity"]),
+                                   cell(L["v_token_identity"]))
+                     : "");
   }
   fmt::print("{:>5}  {:<18} {:<18} {:>17} {:>17}{}\n", "all", "", "", cell(res["total"]["k"]),
              cell(res["total"]["v"]),
@@ -236,26 +253,32 @@ void run_report(const FitArgs& a) {
   for (const auto& b : res["boundary"]) {
     fmt::print("boundary r = {}: sender hidden {} → receiver hidden {}: {:.4f} ({:.4f})\n",
                b["r"].get<int64_t>(), b["sender_hidden"].get<int64_t>(),
-               b["receiver_hidden"].get<int64_t>(), b["rel_rms"].get<double>(), b["centred"].get<double>());
+               b["receiver_hidden"].get<int64_t>(), b["rel_rms"].get<double>(),
+               b["centred"].get<double>());
   }
 }
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<FitArgs>();
   // Not a group(): `molt fit` runs with options itself, merge / report are optional.
-  CLI::App* f = root.add_subcommand("fit", "Fit a KV map for a route (sender → receiver) in closed form");
+  CLI::App* f =
+      root.add_subcommand("fit", "Fit a KV map for a route (sender → receiver) in closed form");
   f->require_subcommand(0, 1);
   f->add_option("--from", a->from, "sender checkpoint directory");
   f->add_option("--to", a->to, "receiver checkpoint directory");
   f->add_option("--corpus", a->corpus, "calibration text (tokenized with the sender's tokenizer)");
   f->add_option("--corpus-ids", a->corpus_ids, "calibration token ids, whitespace-separated");
   f->add_option("--out", a->out, "output directory (map.safetensors + index.json)");
-  f->add_option("--k", a->k, "sender layers per receiver layer: N, all, or auto (by held-out prefix NLL)");
-  f->add_option("--lambda", a->lambda, "ridge λ on the centred input covariance")->check(CLI::NonNegativeNumber);
+  f->add_option("--k", a->k,
+                "sender layers per receiver layer: N, all, or auto (by held-out prefix NLL)");
+  f->add_option("--lambda", a->lambda, "ridge λ on the centred input covariance")
+      ->check(CLI::NonNegativeNumber);
   f->add_option("--sequences", a->sequences, "calibration windows")->check(CLI::PositiveNumber);
   f->add_option("--seq-len", a->seq_len, "tokens per window")->check(CLI::Range(2, 1 << 20));
-  f->add_option("--stride", a->stride, "take every stride-th position as a row")->check(CLI::PositiveNumber);
-  f->add_option("--recompute-layers", a->recompute, "fit boundary maps for r = 1..R (selective recompute)")
+  f->add_option("--stride", a->stride, "take every stride-th position as a row")
+      ->check(CLI::PositiveNumber);
+  f->add_option("--recompute-layers", a->recompute,
+                "fit boundary maps for r = 1..R (selective recompute)")
       ->check(CLI::NonNegativeNumber);
   f->add_option("--method", a->method, "ridge | depth-remap | diagonal")
       ->check(CLI::IsMember({"ridge", "depth-remap", "diagonal"}));

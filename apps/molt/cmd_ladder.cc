@@ -18,7 +18,7 @@ struct SynthLadderArgs {
   std::string out;
   int64_t vocab = 512;
   uint64_t seed = 1;
-  bool reprefill_routes = false;
+  bool reprefill_routes = false, fit_maps = false;
 };
 
 void show(const ShowArgs& a) {
@@ -48,12 +48,15 @@ const bool registered = register_command([](CLI::App& root) {
   w->add_option("--vocab", y->vocab, "vocabulary (257 .. 958)");
   w->add_option("--seed", y->seed, "random seed");
   w->add_flag("--reprefill-routes", y->reprefill_routes, "routes re-prefill instead of naming map folders");
+  w->add_flag("--fit-maps", y->fit_maps, "fit the routes' maps on random ids (real files, meaningless quality)");
   w->callback([y] {
     SyntheticLadderOptions o;
     o.vocab = y->vocab;
     o.seed = y->seed;
     o.route_method = y->reprefill_routes ? "reprefill" : "maps";
-    fmt::print("wrote {}\n", write_synthetic_ladder(y->out, o).string());
+    const auto manifest = write_synthetic_ladder(y->out, o);
+    fmt::print("wrote {}\n", manifest.string());
+    if (y->fit_maps) fit_missing_maps(*Ladder::open(manifest), stdout);
   });
 });
 

@@ -40,9 +40,11 @@ double prefill_flops(const Model& m, int64_t n) {
       per_token += 2.0 * static_cast<double>(w->rows * w->cols);
     }
   }
-  const double attn = 4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
-                      (static_cast<double>(n) * (n + 1) / 2);
-  return per_token * static_cast<double>(n) + attn + 2.0 * static_cast<double>(c.vocab_size * c.hidden_size);
+  const double attn =
+      4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
+      (static_cast<double>(n) * (n + 1) / 2);
+  return per_token * static_cast<double>(n) + attn +
+         2.0 * static_cast<double>(c.vocab_size * c.hidden_size);
 }
 
 void run(const BenchArgs& a) {
@@ -52,7 +54,8 @@ void run(const BenchArgs& a) {
   auto map = CacheMap::load(a.maps, *sender, *receiver);
   const int64_t n = a.context;
   if (a.anchors > n) fail("--anchors {} exceeds --context {}", a.anchors, n);
-  const int64_t vocab = std::min<int64_t>({sender->config().vocab_size, receiver->config().vocab_size, 150000});
+  const int64_t vocab =
+      std::min<int64_t>({sender->config().vocab_size, receiver->config().vocab_size, 150000});
   std::mt19937 rng(a.seed);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -118,27 +121,32 @@ void run(const BenchArgs& a) {
   }
   fmt::print("{} → {} ({}, k = {}), {} tokens, {} threads\n", rung_name(a.from), rung_name(a.to),
              map->method(), j["k"].dump(), n, a.threads);
-  fmt::print("map apply         {:10.1f} ms  ({:.2f} GFLOP; best of {})\n", apply, map_flops / 1e9, a.repeat);
+  fmt::print("map apply         {:10.1f} ms  ({:.2f} GFLOP; best of {})\n", apply, map_flops / 1e9,
+             a.repeat);
   fmt::print("receiver prefill  {:10.1f} ms  ({:.2f} GFLOP)\n", prefill, pf_flops / 1e9);
-  fmt::print("ratio             {:10.4f}     (apply / re-prefill; {:.1f}× faster)\n", apply / prefill,
-             prefill / apply);
+  fmt::print("ratio             {:10.4f}     (apply / re-prefill; {:.1f}× faster)\n",
+             apply / prefill, prefill / apply);
   fmt::print("peak RSS          {:10.1f} MiB\n", peak_rss_mib());
 }
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* s = group(root, "bench", "Benchmarks that print figures")
-                    ->add_subcommand("transfer", "Map application vs the receiver re-reading the tokens");
+  CLI::App* s =
+      group(root, "bench", "Benchmarks that print figures")
+          ->add_subcommand("transfer", "Map application vs the receiver re-reading the tokens");
   s->add_option("--from", a->from, "sender checkpoint directory")->required();
   s->add_option("--to", a->to, "receiver checkpoint directory")->required();
   s->add_option("--maps", a->maps, "map directory")->required();
   s->add_option("--context", a->context, "cache length in tokens")->check(CLI::PositiveNumber);
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
-  s->add_option("--repeat", a->repeat, "timed map applications (best is reported)")->check(CLI::PositiveNumber);
-  s->add_option("--prefill-repeat", a->prefill_repeat, "timed re-prefills")->check(CLI::PositiveNumber);
+  s->add_option("--repeat", a->repeat, "timed map applications (best is reported)")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--prefill-repeat", a->prefill_repeat, "timed re-prefills")
+      ->check(CLI::PositiveNumber);
   s->add_option("--recompute-layers", a->recompute, "recompute the receiver's last r layers")
       ->check(CLI::NonNegativeNumber);
-  s->add_option("--anchors", a->anchors, "re-run the last a tokens natively")->check(CLI::NonNegativeNumber);
+  s->add_option("--anchors", a->anchors, "re-run the last a tokens natively")
+      ->check(CLI::NonNegativeNumber);
   s->add_option("--seed", a->seed, "seed of the random tokens");
   s->add_flag("--json", a->json, "one JSON object");
   s->callback([a] { run(*a); });

@@ -26,7 +26,8 @@ struct EvalArgs {
 };
 
 void run(const EvalArgs& a) {
-  if (a.text_file.empty() == a.ids_file.empty()) fail("give exactly one of --text-file and --ids-file");
+  if (a.text_file.empty() == a.ids_file.empty())
+    fail("give exactly one of --text-file and --ids-file");
   set_num_threads(a.threads);
   auto sender = Model::load(a.from);
   auto receiver = Model::load(a.to);
@@ -46,7 +47,8 @@ void run(const EvalArgs& a) {
   const int64_t vocab = std::min(sender->config().vocab_size, receiver->config().vocab_size);
   for (const auto& win : windows) {
     for (int32_t t : win) {
-      if (t >= vocab) fail("{}: token id {} is outside the models' vocabulary ({})", file.string(), t, vocab);
+      if (t >= vocab)
+        fail("{}: token id {} is outside the models' vocabulary ({})", file.string(), t, vocab);
     }
   }
 
@@ -54,9 +56,10 @@ void run(const EvalArgs& a) {
   auto with = [&](std::string name, TransferOptions o) {
     const CacheMap* m = map.get();
     const Model *s = sender.get(), *r = receiver.get();
-    conds.push_back({std::move(name), [m, s, r, o](const KVCache& src, std::span<const int32_t> t, KVCache& d) {
-                       m->apply(*s, src, *r, t, o, d);
-                     }});
+    conds.push_back(
+        {std::move(name), [m, s, r, o](const KVCache& src, std::span<const int32_t> t, KVCache& d) {
+           m->apply(*s, src, *r, t, o, d);
+         }});
   };
   with(fmt::format("map ({})", map->method()), {});
   for (int r : a.recompute) {
@@ -76,25 +79,25 @@ void run(const EvalArgs& a) {
                      }});
     tid = std::make_unique<TokenIdentityCache>(*receiver, windows);
     const TokenIdentityCache* t = tid.get();
-    conds.push_back({"token-identity cache", [t](const KVCache&, std::span<const int32_t> ids, KVCache& d) {
-                       t->fill(ids, d);
-                     }});
+    conds.push_back({"token-identity cache", [t](const KVCache&, std::span<const int32_t> ids,
+                                                 KVCache& d) { t->fill(ids, d); }});
   }
   const TransferEval ev =
       evaluate_transfer(*sender, *receiver, windows, a.prefix, conds, !a.recompute.empty());
 
-  nlohmann::json j = {{"from", a.from},
-                      {"to", a.to},
-                      {"maps", a.maps},
-                      {"method", map->method()},
-                      {"k", map->data().info.value("k", nlohmann::json())},
-                      {"windows", ev.windows},
-                      {"prefix", ev.prefix},
-                      {"scored_tokens", ev.scored_tokens},
-                      {"native_nll", ev.native_nll},
-                      {"sender_nll", ev.sender_nll},
-                      {"native_seam_kl", ev.native_seam_kl},
-                      {"token_identity_means", "over the evaluation windows' native receiver caches"}};
+  nlohmann::json j = {
+      {"from", a.from},
+      {"to", a.to},
+      {"maps", a.maps},
+      {"method", map->method()},
+      {"k", map->data().info.value("k", nlohmann::json())},
+      {"windows", ev.windows},
+      {"prefix", ev.prefix},
+      {"scored_tokens", ev.scored_tokens},
+      {"native_nll", ev.native_nll},
+      {"sender_nll", ev.sender_nll},
+      {"native_seam_kl", ev.native_seam_kl},
+      {"token_identity_means", "over the evaluation windows' native receiver caches"}};
   nlohmann::json cs = nlohmann::json::array();
   for (const ConditionScore& c : ev.conditions) {
     cs.push_back({{"condition", c.name},
@@ -111,32 +114,40 @@ void run(const EvalArgs& a) {
   fmt::print("{} → {} with {} ({}), {} windows: prefix {} tokens, {} tokens scored after it\n",
              rung_name(a.from), rung_name(a.to), a.maps, map->method(), ev.windows, ev.prefix,
              ev.scored_tokens);
-  fmt::print("receiver native NLL {:.4f} (sender {:.4f}) nats/token\n\n", ev.native_nll, ev.sender_nll);
-  fmt::print("{:<28} {:>10} {:>10} {:>13} {:>10}\n", "condition", "NLL", "NLL gap", "transfer KL", "seam KL");
-  fmt::print("{:<28} {:>10.4f} {:>10} {:>13} {:>10.4f}\n", "native re-prefill (floor)", ev.native_nll,
-             "0", "0", ev.native_seam_kl);
+  fmt::print("receiver native NLL {:.4f} (sender {:.4f}) nats/token\n\n", ev.native_nll,
+             ev.sender_nll);
+  fmt::print("{:<28} {:>10} {:>10} {:>13} {:>10}\n", "condition", "NLL", "NLL gap", "transfer KL",
+             "seam KL");
+  fmt::print("{:<28} {:>10.4f} {:>10} {:>13} {:>10.4f}\n", "native re-prefill (floor)",
+             ev.native_nll, "0", "0", ev.native_seam_kl);
   for (const ConditionScore& c : ev.conditions) {
     fmt::print("{:<28} {:>10.4f} {:>+10.4f} {:>13.4f} {:>10.4f}\n", c.name, c.nll, c.nll_gap,
                c.transfer_kl, c.seam_kl);
   }
-  fmt::print("\nNLL gap = NLL − native; transfer KL = KL(native ‖ condition) and seam KL = "
-             "KL(sender ‖ condition) at the first position after the switch. Token-identity means "
-             "come from the receiver's own caches of these windows.\n");
+  fmt::print(
+      "\nNLL gap = NLL − native; transfer KL = KL(native ‖ condition) and seam KL = "
+      "KL(sender ‖ condition) at the first position after the switch. Token-identity means "
+      "come from the receiver's own caches of these windows.\n");
 }
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* s = group(root, "transfer", "Carry a KV cache between rungs")
-                    ->add_subcommand("eval", "Prefix NLL gap, transfer and seam divergence of a map, beside floors");
+  CLI::App* s =
+      group(root, "transfer", "Carry a KV cache between rungs")
+          ->add_subcommand("eval",
+                           "Prefix NLL gap, transfer and seam divergence of a map, beside floors");
   s->add_option("--from", a->from, "sender checkpoint directory")->required();
   s->add_option("--to", a->to, "receiver checkpoint directory")->required();
   s->add_option("--maps", a->maps, "map directory (molt fit --out)")->required();
-  s->add_option("--text-file", a->text_file, "evaluation text (tokenized with the sender's tokenizer)");
+  s->add_option("--text-file", a->text_file,
+                "evaluation text (tokenized with the sender's tokenizer)");
   s->add_option("--ids-file", a->ids_file, "evaluation token ids, whitespace-separated");
   s->add_option("--prefix", a->prefix, "tokens carried across")->check(CLI::PositiveNumber);
-  s->add_option("--continuation", a->continuation, "tokens read after the switch")->check(CLI::Range(2, 1 << 20));
+  s->add_option("--continuation", a->continuation, "tokens read after the switch")
+      ->check(CLI::Range(2, 1 << 20));
   s->add_option("--windows", a->windows, "evaluation windows")->check(CLI::PositiveNumber);
-  s->add_option("--recompute-layers", a->recompute, "also evaluate map + recompute of r layers (list)")
+  s->add_option("--recompute-layers", a->recompute,
+                "also evaluate map + recompute of r layers (list)")
       ->delimiter(',');
   s->add_option("--anchors", a->anchors, "also evaluate map + a anchors (list)")->delimiter(',');
   s->add_flag("!--no-floors", a->floors, "skip the zero and token-identity floors");

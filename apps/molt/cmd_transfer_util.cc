@@ -48,7 +48,9 @@ std::string rung_name(const std::filesystem::path& dir) {
 }
 
 ProgressBar::ProgressBar(std::string label, int64_t total)
-    : label_(std::move(label)), total_(total), enabled_(stderr_is_tty()),
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(stderr_is_tty()),
       start_(std::chrono::steady_clock::now()) {}
 
 void ProgressBar::update(int64_t done) {

@@ -8,6 +8,12 @@
 #include "command.h"
 #include "molt/common/error.h"
 #include "molt/tokenizer/chat_template.h"
+#include "molt/transfer/corpus.h"
+#include "molt/transfer/fit.h"
+#include "molt/transfer/map_file.h"
+
+#include <fstream>
+#include <random>
 
 namespace molt::cli {
 namespace {
@@ -66,6 +72,32 @@ std::vector<int32_t> encode_prompt(const Ladder& ladder, const std::string& text
   }
   if (stop_ids) stop_ids->push_back(im_end);
   return tok->encode(apply_chat_template({{"user", text, {}}}, true));
+}
+
+void fit_missing_maps(const Ladder& l, std::FILE* log) {
+  const std::filesystem::path corpus = l.manifest().file.parent_path() / "random-ids.txt";
+  {
+    std::ofstream f(corpus);
+    std::mt19937 rng(5);
+    for (int i = 0; i < 16 * 64 + 8; ++i) f << rng() % static_cast<uint32_t>(l.vocab_size()) << ' ';
+  }
+  for (const ManifestRoute& r : l.manifest().routes) {
+    if (r.method != "maps" || r.maps_present()) continue;
+    auto s = Model::load(l.rung(l.index(r.from)).path()), d = Model::load(l.rung(l.index(r.to)).path());
+    FitOptions fo;
+    fo.sequences = 16;
+    fo.seq_len = 64;
+    fo.stride = 2;
+    fo.heldout_every = 4;
+    fo.select_windows = 2;
+    fo.corpus_name = "random ids";
+    fo.sender_name = r.from;
+    fo.receiver_name = r.to;
+    auto stream = TokenStream::ids(corpus);
+    const RouteStats st = collect_stats(*s, *d, *stream, fo);
+    write_map_dir(r.maps, solve_route(st, *s, *d, fo));
+    if (log) fmt::print(log, "fitted {} → {} on random ids into {}\n", r.from, r.to, r.maps.string());
+  }
 }
 
 void print_ladder(std::FILE* out, const Ladder& l, int64_t context) {

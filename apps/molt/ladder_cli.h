@@ -43,6 +43,10 @@ std::unique_ptr<BudgetSource> budget_source(const LadderFlags& f, std::FILE* not
 std::vector<int32_t> encode_prompt(const Ladder& ladder, const std::string& text, bool chat,
                                    const std::string& ids, std::vector<int32_t>* stop_ids);
 
+// Fits every "maps" route whose folder is absent on random token ids: for synthetic ladders,
+// so molt runs its real map files and code path (the maps' quality means nothing there).
+void fit_missing_maps(const Ladder& ladder, std::FILE* log);
+
 // One line per rung: name, precision, geometry, footprint at `context` tokens.
 void print_ladder(std::FILE* out, const Ladder& ladder, int64_t context);
 

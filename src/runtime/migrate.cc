@@ -175,12 +175,17 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
     g.cache->truncate(n);
     g.evidence_ms = ms_since(t);
   }
-  if (g.o.measure_rss) reset_peak_rss();
+  // The measured window opens once the sender is what the policy makes it: still resident
+  // for reprefill, released or parked for the others (the budget cut finds it resident).
+  auto open_rss_window = [&] {
+    if (g.o.measure_rss) reset_peak_rss();
+  };
 
   std::unique_ptr<KVCache> dst;
   Clock::time_point t0;
   switch (p.policy) {
     case Policy::kReprefill:  // C: the receiver loads beside the sender, then re-reads the text
+      open_rss_window();
       e.load_ms = receiver.load();
       t0 = Clock::now();
       dst = prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
@@ -192,6 +197,7 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
     case Policy::kReleaseReprefill:  // the sender goes first: the peak is the receiver alone
       g.cache.reset();
       sender.release();
+      open_rss_window();
       e.load_ms = receiver.load();
       t0 = Clock::now();
       dst = prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
@@ -201,6 +207,7 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
     case Policy::kMolt:  // D: the sender's weights leave before the receiver's arrive
     case Policy::kHeal: {
       sender.park();
+      open_rss_window();
       e.load_ms = receiver.load();
       t0 = Clock::now();
       const CacheMap& map = map_for(g, p.from, p.to);

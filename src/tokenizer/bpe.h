@@ -5,11 +5,9 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,13 +15,6 @@
 #include "tokenizer/piece_cache.h"
 
 namespace molt::tok {
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 // Open-addressing map from a token pair to its merge (rank and resulting id).
 class PairMap {

@@ -1,5 +1,6 @@
 // Tokenizer::load: decides the format of a path and where the added tokens come from.
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -118,7 +119,8 @@ tok::TokenizerSpec load_spec(const fs::path& path, bool& needs_siblings) {
 std::unique_ptr<Tokenizer> Tokenizer::load(const fs::path& path, const fs::path& specials) {
   bool needs_siblings = false;
   tok::TokenizerSpec spec = load_spec(path, needs_siblings);
-  const fs::path dir = fs::is_directory(path) ? path : path.parent_path();
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? path : path.parent_path();
   std::vector<AddedToken> extra;
   if (!specials.empty()) {
     extra = tok::load_added_tokens(specials);

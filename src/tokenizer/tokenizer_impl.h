@@ -1,7 +1,9 @@
 // Tokenizer's private state, built once from a TokenizerSpec.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "molt/tokenizer/tokenizer.h"
@@ -11,6 +13,13 @@
 #include "tokenizer/spec.h"
 
 namespace molt {
+
+namespace tok {
+struct StringHash {  // lets the map look up string_views without building a string
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+}  // namespace tok
 
 struct Tokenizer::Impl {
   explicit Impl(tok::TokenizerSpec spec);
@@ -29,7 +38,7 @@ struct Tokenizer::Impl {
   tok::Bpe bpe;
   std::vector<AddedToken> added;
   tok::AddedTokenMatcher matcher;
-  tok::StringMap<int32_t> added_by_content;
+  std::unordered_map<std::string, int32_t, tok::StringHash, std::equal_to<>> added_by_content;
   std::vector<std::string> id_to_bytes;  // base vocabulary overlaid with added tokens
   std::vector<uint8_t> special;          // per id
 };

@@ -17,24 +17,20 @@ bool same_geometry(const CacheGeometry& a, const CacheGeometry& b) {
   return a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim;
 }
 
-// out[n × kv_r] = X[n × in] Wᵀ + b, with W [kv_r × in].
+// out[n × kv_r] = X[n × in] Wᵀ + b, with W [kv_r × in]: the bias rows are laid down first and
+// the GEMM accumulates onto them (no extra pass over the output).
 void affine(const float* x, int64_t n, int64_t in, const std::vector<float>& w,
             const std::vector<float>& b, float* out) {
   const int64_t m = static_cast<int64_t>(b.size());
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * m, b.data(), sizeof(float) * m);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(m),
               static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(in),
-              0.0f, out, static_cast<int>(m));
-#pragma omp parallel for schedule(static) if (n * m > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = out + i * m;
-    for (int64_t c = 0; c < m; ++c) row[c] += b[c];
-  }
+              1.0f, out, static_cast<int>(m));
 }
 
 // Concatenates the rows of the source layers: X[i] = [L_s0[i], L_s1[i], ...].
 void gather(const std::vector<const float*>& layers, int64_t n, int64_t width, float* x) {
   const int64_t in = static_cast<int64_t>(layers.size()) * width;
-#pragma omp parallel for schedule(static) if (n * in > 65536)
   for (int64_t i = 0; i < n; ++i) {
     for (size_t s = 0; s < layers.size(); ++s) {
       std::memcpy(x + i * in + static_cast<int64_t>(s) * width, layers[s] + i * width,
@@ -54,7 +50,8 @@ class LinearCacheMap final : public CacheMap {
     const int64_t kvr = map_.receiver.geometry.kv_dim();
     double f = 0;
     for (const LayerMap& L : map_.layers) {
-      f += map_.method == "diagonal" ? 4.0 * kvr : 2.0 * kvr * static_cast<double>(L.k_in() + L.v_in());
+      f += map_.method == "diagonal" ? 4.0 * kvr
+                                     : 2.0 * kvr * static_cast<double>(L.k_in() + L.v_in());
     }
     return f;
   }
@@ -64,14 +61,18 @@ class LinearCacheMap final : public CacheMap {
              KVCache& dst) const override {
     const CacheGeometry& gs = map_.sender.geometry;
     const CacheGeometry& gr = map_.receiver.geometry;
-    if (!same_geometry(src.geometry(), gs)) fail("transfer: the source cache is not the map's sender geometry");
-    if (!same_geometry(dst.geometry(), gr)) fail("transfer: the destination cache is not the map's receiver geometry");
-    if (!same_geometry(sender.cache_geometry(), gs) || !same_geometry(receiver.cache_geometry(), gr)) {
+    if (!same_geometry(src.geometry(), gs))
+      fail("transfer: the source cache is not the map's sender geometry");
+    if (!same_geometry(dst.geometry(), gr))
+      fail("transfer: the destination cache is not the map's receiver geometry");
+    if (!same_geometry(sender.cache_geometry(), gs) ||
+        !same_geometry(receiver.cache_geometry(), gr)) {
       fail("transfer: the models are not the map's sender and receiver");
     }
     const int64_t n = src.size();
     const int64_t r = options.recompute_layers, a = options.anchors;
-    if (r < 0 || r > gr.n_layers) fail("transfer: recompute_layers {} outside [0, {}]", r, gr.n_layers);
+    if (r < 0 || r > gr.n_layers)
+      fail("transfer: recompute_layers {} outside [0, {}]", r, gr.n_layers);
     if (a < 0 || a > n) fail("transfer: {} anchors for a {}-position cache", a, n);
     if (a > 0 && static_cast<int64_t>(tokens.size()) != n) {
       fail("transfer: anchors need the {} token ids of the cache, got {}", n, tokens.size());
@@ -82,13 +83,15 @@ class LinearCacheMap final : public CacheMap {
         if (b.r == r) boundary = &b;
       }
       if (boundary == nullptr) {
-        fail("transfer: no boundary map for recompute_layers = {} in this map (fit it with "
-             "--recompute-layers {})",
-             r, r);
+        fail(
+            "transfer: no boundary map for recompute_layers = {} in this map (fit it with "
+            "--recompute-layers {})",
+            r, r);
       }
       if (!src.keeps_hidden()) {
-        fail("transfer: recompute needs the sender cache to keep hidden states "
-             "(Model::new_cache(capacity, /*keep_hidden=*/true))");
+        fail(
+            "transfer: recompute needs the sender cache to keep hidden states "
+            "(Model::new_cache(capacity, /*keep_hidden=*/true))");
       }
     }
     dst.set_size(n);

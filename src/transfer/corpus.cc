@@ -1,5 +1,6 @@
 #include "molt/transfer/corpus.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "molt/common/error.h"
@@ -8,15 +9,16 @@
 namespace molt {
 namespace {
 
-constexpr size_t kBlock = size_t{1} << 20;
-
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == ','; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == ',';
+}
 
 }  // namespace
 
 std::unique_ptr<TokenStream> TokenStream::text(const std::filesystem::path& path,
-                                               const Tokenizer& tokenizer) {
+                                               const Tokenizer& tokenizer, size_t block_bytes) {
   std::unique_ptr<TokenStream> s(new TokenStream());
+  s->block_ = std::max<size_t>(block_bytes, 16);
   s->path_ = path;
   s->tokenizer_ = &tokenizer;
   s->file_.open(path, std::ios::binary);
@@ -24,8 +26,10 @@ std::unique_ptr<TokenStream> TokenStream::text(const std::filesystem::path& path
   return s;
 }
 
-std::unique_ptr<TokenStream> TokenStream::ids(const std::filesystem::path& path) {
+std::unique_ptr<TokenStream> TokenStream::ids(const std::filesystem::path& path,
+                                              size_t block_bytes) {
   std::unique_ptr<TokenStream> s(new TokenStream());
+  s->block_ = std::max<size_t>(block_bytes, 16);
   s->path_ = path;
   s->file_.open(path, std::ios::binary);
   if (!s->file_) fail("{}: cannot open token id file", path.string());
@@ -38,7 +42,7 @@ bool TokenStream::fill(size_t want) {
       buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(pos_));
       pos_ = 0;
     }
-    std::string block(kBlock, '\0');
+    std::string block(block_, '\0');
     file_.read(block.data(), static_cast<std::streamsize>(block.size()));
     block.resize(static_cast<size_t>(file_.gcount()));
     const bool eof = block.empty();
@@ -56,7 +60,7 @@ bool TokenStream::fill(size_t want) {
             break;
           }
         }
-        if (cut == std::string::npos && text.size() > 8 * kBlock) {
+        if (cut == std::string::npos && text.size() > 8 * block_) {
           // No line break for megabytes: cut before a space that starts a word instead.
           for (size_t i = text.size() - 1; i > 0; --i) {
             if (text[i] == ' ' && !is_space(text[i - 1]) && i + 1 < text.size() &&
@@ -78,8 +82,8 @@ bool TokenStream::fill(size_t want) {
     carry_ = text.substr(cut);
     text.resize(cut);
     if (tokenizer_ != nullptr) {
-      std::vector<int32_t> ids = tokenizer_->encode(text, /*parse_special=*/true,
-                                                    InvalidUtf8::kByteFallback);
+      std::vector<int32_t> ids =
+          tokenizer_->encode(text, /*parse_special=*/true, InvalidUtf8::kByteFallback);
       buf_.insert(buf_.end(), ids.begin(), ids.end());
     } else {
       size_t i = 0;

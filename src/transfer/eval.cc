@@ -28,7 +28,8 @@ double mean_nll(std::span<const float> logits, std::span<const int32_t> targets,
   if (targets.empty()) return 0;
   double total = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
-    std::span<const float> row = logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    std::span<const float> row =
+        logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
     double mx = -std::numeric_limits<double>::infinity();
     for (float v : row) mx = std::max(mx, static_cast<double>(v));
     double s = 0;
@@ -117,7 +118,8 @@ void TokenIdentityCache::fill(std::span<const int32_t> tokens, KVCache& dst) con
     float* v = dst.v(l).data();
     for (int64_t p = 0; p < n; ++p) {
       const int32_t t = tokens[p];
-      const int64_t row = t >= 0 && t < static_cast<int32_t>(slot_.size()) && slot_[t] >= 0 ? slot_[t] : all;
+      const int64_t row =
+          t >= 0 && t < static_cast<int32_t>(slot_.size()) && slot_[t] >= 0 ? slot_[t] : all;
       std::copy_n(&k_[l][row * kv], kv, k + p * kv);
       std::copy_n(&v_[l][row * kv], kv, v + p * kv);
     }
@@ -143,7 +145,8 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
     const int64_t n = T - 1 - P;  // scored tokens t_{P+1} .. t_{T−1}
     const std::span<const int32_t> ids(w);
     const std::span<const int32_t> head = ids.subspan(0, static_cast<size_t>(P));
-    const std::span<const int32_t> feed = ids.subspan(static_cast<size_t>(P), static_cast<size_t>(n));
+    const std::span<const int32_t> feed =
+        ids.subspan(static_cast<size_t>(P), static_cast<size_t>(n));
     const std::span<const int32_t> targets = ids.subspan(static_cast<size_t>(P + 1));
 
     KVCache src = sender.new_cache(T, sender_hidden);

@@ -75,7 +75,9 @@ RidgeFit slice_outputs(const RidgeFit& f, int64_t c0, int64_t n) {
   return s;
 }
 
-std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> to_f32(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 nlohmann::json residual_json(const Residual& r) {
   return {{"rel_rms", r.rel_rms()}, {"centred", r.centred()}};
@@ -117,7 +119,8 @@ LayerSolve solve_layers(const Moments& train, const Moments& eval,
 std::vector<int64_t> top_k(const std::vector<double>& score, int64_t k) {
   std::vector<int64_t> idx(score.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](int64_t a, int64_t b) { return score[a] > score[b]; });
   idx.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(idx.size()))));
   std::sort(idx.begin(), idx.end());
   return idx;
@@ -136,7 +139,8 @@ Residual identity_floor(const SplitStats& train, const SplitStats& held, const M
     if (nh == 0) continue;
     const double nt = train.tok_count[t];
     for (int64_t c = j * kvr; c < (j + 1) * kvr; ++c) {
-      const double mu = nt > 0 ? tok_train[t * M + c] / nt : train_m.sy[c] / std::max(train_m.n, 1.0);
+      const double mu =
+          nt > 0 ? tok_train[t * M + c] / nt : train_m.sy[c] / std::max(train_m.n, 1.0);
       rss += -2 * mu * tok_held[t * M + c] + nh * mu * mu;
     }
   }
@@ -147,16 +151,21 @@ Residual identity_floor(const SplitStats& train, const SplitStats& held, const M
 }  // namespace
 
 nlohmann::json FitOptions::settings() const {
-  return {{"method", method},         {"k", k},
-          {"lambda", lambda},         {"sequences", sequences},
-          {"seq_len", seq_len},       {"stride", stride},
+  return {{"method", method},
+          {"k", k},
+          {"lambda", lambda},
+          {"sequences", sequences},
+          {"seq_len", seq_len},
+          {"stride", stride},
           {"recompute_layers", recompute_layers},
           {"heldout_every", heldout_every},
           {"select_windows", select_windows},
           {"shard_count", shard_count},
           {"token_identity", token_identity},
-          {"sender", sender_name},    {"receiver", receiver_name},
-          {"corpus", corpus_name},    {"sender_dir", sender_dir},
+          {"sender", sender_name},
+          {"receiver", receiver_name},
+          {"corpus", corpus_name},
+          {"sender_dir", sender_dir},
           {"receiver_dir", receiver_dir},
           {"corpus_path", corpus_path},
           {"corpus_ids", corpus_ids}};
@@ -197,13 +206,14 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
   l.method = o.method;
   l.sender = sender.cache_geometry();
   l.receiver = receiver.cache_geometry();
-  if (l.diagonal() && (l.sender.n_layers != l.receiver.n_layers ||
-                       l.sender.n_kv_heads != l.receiver.n_kv_heads ||
-                       l.sender.head_dim != l.receiver.head_dim)) {
-    fail("--method diagonal re-aligns the same weights at another precision: the sender ({} layers, "
-         "{} KV heads × {}) and receiver ({} layers, {} KV heads × {}) geometries differ",
-         l.sender.n_layers, l.sender.n_kv_heads, l.sender.head_dim, l.receiver.n_layers,
-         l.receiver.n_kv_heads, l.receiver.head_dim);
+  if (l.diagonal() &&
+      (l.sender.n_layers != l.receiver.n_layers || l.sender.n_kv_heads != l.receiver.n_kv_heads ||
+       l.sender.head_dim != l.receiver.head_dim)) {
+    fail(
+        "--method diagonal re-aligns the same weights at another precision: the sender ({} layers, "
+        "{} KV heads × {}) and receiver ({} layers, {} KV heads × {}) geometries differ",
+        l.sender.n_layers, l.sender.n_kv_heads, l.sender.head_dim, l.receiver.n_layers,
+        l.receiver.n_kv_heads, l.receiver.head_dim);
   }
   if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
     fail("--recompute-layers {} must be in [0, {}] (the receiver's layers)", o.recompute_layers,
@@ -265,7 +275,8 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
 RouteStats collect_stats(const Model& sender, const Model& receiver, TokenStream& corpus,
                          const FitOptions& o, const FitProgress& progress, const FitLog& log) {
   if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count) {
-    fail("--shard {}/{}: the shard must be in 1..{}", o.shard_index + 1, o.shard_count, o.shard_count);
+    fail("--shard {}/{}: the shard must be in 1..{}", o.shard_index + 1, o.shard_count,
+         o.shard_count);
   }
   if (o.seq_len < 2) fail("--seq-len {} must be ≥ 2", o.seq_len);
   if (o.sequences < 1) fail("--sequences {} must be ≥ 1", o.sequences);
@@ -338,7 +349,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     for (int64_t j = 0; j < Lr; ++j) {
       LayerMap& L = map.layers[j];
       L.k_sources = L.v_sources = {j};
-      const DiagonalFit fk = fit_diagonal(train.k, j * kvr, kvr), fv = fit_diagonal(train.v, j * kvr, kvr);
+      const DiagonalFit fk = fit_diagonal(train.k, j * kvr, kvr),
+                        fv = fit_diagonal(train.v, j * kvr, kvr);
       L.k_scale = to_f32(fk.scale);
       L.k_offset = to_f32(fk.offset);
       L.v_scale = to_f32(fv.scale);
@@ -347,7 +359,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
       res_v[j] = diagonal_residual(held.v, j * kvr, kvr, fv);
     }
     info["lambda"] = 0.0;
-    info["lambda_applied_to"] = "none: per layer and channel, y = scale·x + offset by ordinary least squares";
+    info["lambda_applied_to"] =
+        "none: per layer and channel, y = scale·x + offset by ordinary least squares";
     info["k"] = 1;
     info["k_chosen_by"] = "diagonal re-alignment: receiver layer j reads sender layer j";
   } else {
@@ -369,17 +382,21 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
         for (int kv = 0; kv < 2; ++kv) {
           const Moments& tm = kv == 0 ? train.k : train.v;
           const Moments& hm = kv == 0 ? held.k : held.v;
-          const RidgeFit f = fit_ridge(tm, xi, all_out, o.lambda,
-                                       fmt::format("{} from sender layer {}", kv == 0 ? "keys" : "values", i));
+          const RidgeFit f =
+              fit_ridge(tm, xi, all_out, o.lambda,
+                        fmt::format("{} from sender layer {}", kv == 0 ? "keys" : "values", i));
           for (int64_t j = 0; j < Lr; ++j) {
-            const Residual r = ridge_residual(hm, xi, channel_range(j * kvr, kvr), slice_outputs(f, j * kvr, kvr));
+            const Residual r =
+                ridge_residual(hm, xi, channel_range(j * kvr, kvr), slice_outputs(f, j * kvr, kvr));
             (kv == 0 ? r2k : r2v)[j][i] = r.r2();
           }
         }
       }
       info["single_source_r2"] = {{"k", r2k}, {"v", r2v}};
-      info["ranked_by"] = has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
-                                   : "single-source R² on training rows (nothing held out), per receiver layer, keys and values apart";
+      info["ranked_by"] =
+          has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
+                   : "single-source R² on training rows (nothing held out), per receiver layer, "
+                     "keys and values apart";
       std::vector<int64_t> ks;
       if (o.k > 0) {
         ks = {std::min(o.k, Ls)};
@@ -398,7 +415,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
           m.layers[j].v_sources = top_k(r2v[j], k);
         }
         std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
-        for (int64_t j = 0; j < Lr; ++j) sk[j] = m.layers[j].k_sources, sv[j] = m.layers[j].v_sources;
+        for (int64_t j = 0; j < Lr; ++j)
+          sk[j] = m.layers[j].k_sources, sv[j] = m.layers[j].v_sources;
         const LayerSolve lk = solve_layers(train.k, held.k, sk, kvs, kvr, o.lambda, "keys");
         const LayerSolve lv = solve_layers(train.v, held.v, sv, kvs, kvr, o.lambda, "values");
         Residual tk, tv;
@@ -410,11 +428,11 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
           tk.add(lk.residuals[j]);
           tv.add(lv.residuals[j]);
         }
-        say(log, fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
-                             k, tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
-        candidates.push_back({{"k", k},
-                              {"k_residual", residual_json(tk)},
-                              {"v_residual", residual_json(tv)}});
+        say(log,
+            fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                        k, tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
+        candidates.push_back(
+            {{"k", k}, {"k_residual", residual_json(tk)}, {"v_residual", residual_json(tv)}});
         cand.push_back(std::move(m));
         cand_rk.push_back(lk.residuals);
         cand_rv.push_back(lv.residuals);
@@ -422,8 +440,9 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
       size_t best = 0;
       if (cand.size() > 1) {
         if (st.select_windows.empty()) {
-          fail("choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
-               "or give --k");
+          fail(
+              "choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
+              "or give --k");
         }
         std::vector<std::vector<int32_t>> windows;
         for (const auto& w : st.select_windows) windows.push_back(w.second);
@@ -433,21 +452,24 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
         for (size_t c = 0; c < cand.size(); ++c) {
           maps.push_back(CacheMap::from_data(cand[c]));
           const CacheMap* mp = maps.back().get();
-          conds.push_back({fmt::format("k={}", ks[c]),
-                           [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
-                             mp->apply(sender, s, receiver, t, TransferOptions{}, d);
-                           }});
+          conds.push_back(
+              {fmt::format("k={}", ks[c]),
+               [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
+                 mp->apply(sender, s, receiver, t, TransferOptions{}, d);
+               }});
         }
         const TransferEval ev = evaluate_transfer(sender, receiver, windows, prefix, conds, false);
         for (size_t c = 0; c < cand.size(); ++c) {
           candidates[c]["heldout_nll"] = ev.conditions[c].nll;
           candidates[c]["nll_gap"] = ev.conditions[c].nll_gap;
-          say(log, fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
-                               ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
+          say(log,
+              fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
+                          ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
           if (ev.conditions[c].nll < ev.conditions[best].nll) best = c;
         }
         info["k_chosen_by"] = fmt::format(
-            "lowest held-out prefix-KV NLL: receiver NLL on tokens after a transferred prefix of {} "
+            "lowest held-out prefix-KV NLL: receiver NLL on tokens after a transferred prefix of "
+            "{} "
             "tokens, {} held-out windows of {}, over candidates k = {}",
             prefix, windows.size(), o.seq_len, fmt::join(ks, ", "));
         info["select_native_nll"] = ev.native_nll;
@@ -495,8 +517,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     const BoundarySpec& s = lay.boundaries[b];
     const std::vector<int64_t> xi = channel_range(0, lay.sender.hidden_size);
     const std::vector<int64_t> yi = channel_range(0, lay.receiver.hidden_size);
-    const RidgeFit f = fit_ridge(train.boundary[b], xi, yi, o.lambda,
-                                 fmt::format("boundary map for r = {}", s.r));
+    const RidgeFit f =
+        fit_ridge(train.boundary[b], xi, yi, o.lambda, fmt::format("boundary map for r = {}", s.r));
     const Residual r = ridge_residual(held.boundary[b], xi, yi, f);
     map.boundaries.push_back({s.r, s.sender_hidden, to_f32(f.w), to_f32(f.b)});
     boundary_res.push_back({{"r", s.r},
@@ -504,9 +526,10 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                             {"receiver_hidden", Lr - s.r},
                             {"rel_rms", r.rel_rms()},
                             {"centred", r.centred()}});
-    say(log, fmt::format("boundary r = {}: sender hidden {} → receiver hidden {}: held-out residual "
-                         "{:.4f} (centred {:.4f})",
-                         s.r, s.sender_hidden, Lr - s.r, r.rel_rms(), r.centred()));
+    say(log,
+        fmt::format("boundary r = {}: sender hidden {} → receiver hidden {}: held-out residual "
+                    "{:.4f} (centred {:.4f})",
+                    s.r, s.sender_hidden, Lr - s.r, r.rel_rms(), r.centred()));
   }
 
   // Residuals per layer, beside the token-identity floor.
@@ -515,7 +538,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
   nlohmann::json layers = nlohmann::json::array();
   Residual tk, tv, fk, fvv;
   for (int64_t j = 0; j < Lr; ++j) {
-    nlohmann::json e = {{"layer", j}, {"k", residual_json(res_k[j])}, {"v", residual_json(res_v[j])}};
+    nlohmann::json e = {
+        {"layer", j}, {"k", residual_json(res_k[j])}, {"v", residual_json(res_v[j])}};
     tk.add(res_k[j]);
     tv.add(res_v[j]);
     if (floor) {
@@ -540,11 +564,13 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                        {"total", total},
                        {"layers", layers},
                        {"boundary", boundary_res}};
-  say(log, fmt::format("held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f}){}", tk.rel_rms(),
-                       tv.rel_rms(), tk.centred(), tv.centred(),
-                       floor ? fmt::format("; token-identity floor K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
-                                           fk.rel_rms(), fvv.rel_rms(), fk.centred(), fvv.centred())
-                             : ""));
+  say(log,
+      fmt::format(
+          "held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f}){}", tk.rel_rms(),
+          tv.rel_rms(), tk.centred(), tv.centred(),
+          floor ? fmt::format("; token-identity floor K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                              fk.rel_rms(), fvv.rel_rms(), fk.centred(), fvv.centred())
+                : ""));
   info["calibration"] = {{"sequences", o.sequences},
                          {"train_windows", train.sequences},
                          {"heldout_windows", st.heldout.sequences},

@@ -18,8 +18,8 @@ constexpr const char* kIndexFile = "index.json";
 constexpr const char* kRopeStyle = "rotate-half";  // Hugging Face / Qwen2 RoPE
 
 // Metadata keys the reader interprets itself; the rest go to MapData::info.
-const char* const kStructuralKeys[] = {"format", "format_version", "method", "sender",
-                                       "receiver", "sources", "boundary"};
+const char* const kStructuralKeys[] = {"format",   "format_version", "method",  "sender",
+                                       "receiver", "sources",        "boundary"};
 
 std::span<const std::byte> as_bytes(const float* p, size_t n) {
   return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
@@ -89,17 +89,22 @@ void check_side(const char* side, const RungSpec& in_map, const Model& m,
   field("hidden_size", in_map.geometry.hidden_size, g.hidden_size);
   const RopeSpec r = m.rope();
   if (in_map.rope.head_dim != r.head_dim || in_map.rope.theta != r.theta) {
-    fail("{}: {} RoPE spec (theta {}, head_dim {}) differs from {} (theta {}, head_dim {}): "
-         "keys would be un-rotated at the wrong angles",
-         file.string(), side, in_map.rope.theta, in_map.rope.head_dim, model_dir, r.theta,
-         r.head_dim);
+    fail(
+        "{}: {} RoPE spec (theta {}, head_dim {}) differs from {} (theta {}, head_dim {}): "
+        "keys would be un-rotated at the wrong angles",
+        file.string(), side, in_map.rope.theta, in_map.rope.head_dim, model_dir, r.theta,
+        r.head_dim);
   }
 }
 
 }  // namespace
 
-int64_t LayerMap::k_in() const { return static_cast<int64_t>(k_sources.size()) * kv_s; }
-int64_t LayerMap::v_in() const { return static_cast<int64_t>(v_sources.size()) * kv_s; }
+int64_t LayerMap::k_in() const {
+  return static_cast<int64_t>(k_sources.size()) * kv_s;
+}
+int64_t LayerMap::v_in() const {
+  return static_cast<int64_t>(v_sources.size()) * kv_s;
+}
 
 RungSpec RungSpec::of(const Model& m, const std::string& name) {
   return {name, m.cache_geometry(), m.rope()};
@@ -152,11 +157,16 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
     for (int64_t h = 0; h < gr.n_kv_heads; ++h) {
       if (diagonal) {
         const std::pair<const char*, const std::vector<float>*> parts[] = {
-            {"k.scale", &L.k_scale}, {"k.offset", &L.k_offset}, {"v.scale", &L.v_scale},
+            {"k.scale", &L.k_scale},
+            {"k.offset", &L.k_offset},
+            {"v.scale", &L.v_scale},
             {"v.offset", &L.v_offset}};
         for (const auto& [what, vec] : parts) {
-          if (static_cast<int64_t>(vec->size()) != kvr) fail("map: layer {} {} has a bad size", j, what);
-          tensors.push_back({head_name(j, what[0], h, what + 2), DType::F32, {hd},
+          if (static_cast<int64_t>(vec->size()) != kvr)
+            fail("map: layer {} {} has a bad size", j, what);
+          tensors.push_back({head_name(j, what[0], h, what + 2),
+                             DType::F32,
+                             {hd},
                              as_bytes(vec->data() + h * hd, static_cast<size_t>(hd))});
         }
         continue;
@@ -168,9 +178,13 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
         if (static_cast<int64_t>(w.size()) != kvr * in || static_cast<int64_t>(b.size()) != kvr) {
           fail("map: layer {} {} map has a bad size", j, kv);
         }
-        tensors.push_back({head_name(j, kv, h, "weight"), DType::F32, {hd, in},
+        tensors.push_back({head_name(j, kv, h, "weight"),
+                           DType::F32,
+                           {hd, in},
                            as_bytes(w.data() + h * hd * in, static_cast<size_t>(hd * in))});
-        tensors.push_back({head_name(j, kv, h, "bias"), DType::F32, {hd},
+        tensors.push_back({head_name(j, kv, h, "bias"),
+                           DType::F32,
+                           {hd},
                            as_bytes(b.data() + h * hd, static_cast<size_t>(hd))});
       }
     }
@@ -181,9 +195,13 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
     if (static_cast<int64_t>(b.weight.size()) != hr * hs) fail("map: boundary r={} bad size", b.r);
     boundary.push_back(
         {{"r", b.r}, {"sender_hidden", b.sender_hidden}, {"receiver_hidden", gr.n_layers - b.r}});
-    tensors.push_back({fmt::format("boundary.r{}.weight", b.r), DType::F32, {hr, hs},
+    tensors.push_back({fmt::format("boundary.r{}.weight", b.r),
+                       DType::F32,
+                       {hr, hs},
                        as_bytes(b.weight.data(), b.weight.size())});
-    tensors.push_back({fmt::format("boundary.r{}.bias", b.r), DType::F32, {hr},
+    tensors.push_back({fmt::format("boundary.r{}.bias", b.r),
+                       DType::F32,
+                       {hr},
                        as_bytes(b.bias.data(), b.bias.size())});
   }
   std::map<std::string, std::string> meta;
@@ -204,8 +222,7 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
       {"format", "molt-map-index"},
       {"format_version", kMapFormatVersion},
       {"files",
-       {{kMapFile,
-         {{"sha256", sha256_file(file)}, {"bytes", std::filesystem::file_size(file)}}}}}};
+       {{kMapFile, {{"sha256", sha256_file(file)}, {"bytes", std::filesystem::file_size(file)}}}}}};
   std::ofstream(dir / kIndexFile) << index.dump(2) << "\n";
 }
 
@@ -226,18 +243,21 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     fail("{}: not a molt map index (needs \"format\": \"molt-map-index\" and \"files\")",
          index_path.string());
   }
-  if (!index["files"].contains(kMapFile)) fail("{}: does not list {}", index_path.string(), kMapFile);
+  if (!index["files"].contains(kMapFile))
+    fail("{}: does not list {}", index_path.string(), kMapFile);
   for (const auto& [name, entry] : index["files"].items()) {
     const std::filesystem::path p = dir / name;
-    if (!std::filesystem::exists(p)) fail("{}: lists {} which is missing", index_path.string(), name);
+    if (!std::filesystem::exists(p))
+      fail("{}: lists {} which is missing", index_path.string(), name);
     if (!entry.contains("sha256") || !entry["sha256"].is_string()) {
       fail("{}: entry '{}' has no sha256", index_path.string(), name);
     }
     const std::string have = sha256_file(p), want = entry["sha256"].get<std::string>();
     if (have != want) {
-      fail("{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
-           "after fitting",
-           index_path.string(), name, have, want);
+      fail(
+          "{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
+          "after fitting",
+          index_path.string(), name, have, want);
     }
   }
 
@@ -248,7 +268,8 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     if (it == meta.end()) fail("{}: __metadata__ lacks '{}'", file.string(), key);
     return it->second;
   };
-  if (get("format") != "molt-kv-map") fail("{}: format '{}' is not molt-kv-map", file.string(), get("format"));
+  if (get("format") != "molt-kv-map")
+    fail("{}: format '{}' is not molt-kv-map", file.string(), get("format"));
   if (get("format_version") != std::to_string(kMapFormatVersion)) {
     fail("{}: format_version {} is not supported (this molt reads {})", file.string(),
          get("format_version"), kMapFormatVersion);
@@ -304,7 +325,8 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     auto gather = [&](char kv, const char* what, int64_t in) {
       std::vector<float> out;
       for (int64_t h = 0; h < gr.n_kv_heads; ++h) {
-        std::vector<int64_t> shape = in > 0 ? std::vector<int64_t>{hd, in} : std::vector<int64_t>{hd};
+        std::vector<int64_t> shape =
+            in > 0 ? std::vector<int64_t>{hd, in} : std::vector<int64_t>{hd};
         std::vector<float> part = read_f32(*st, head_name(j, kv, h, what), shape);
         out.insert(out.end(), part.begin(), part.end());
       }
@@ -331,7 +353,8 @@ MapData read_map_dir(const std::filesystem::path& dir) {
       fail("{}: boundary r={} from sender hidden {} is out of range", file.string(), bm.r,
            bm.sender_hidden);
     }
-    bm.weight = read_f32(*st, fmt::format("boundary.r{}.weight", bm.r), {gr.hidden_size, gs.hidden_size});
+    bm.weight =
+        read_f32(*st, fmt::format("boundary.r{}.weight", bm.r), {gr.hidden_size, gs.hidden_size});
     bm.bias = read_f32(*st, fmt::format("boundary.r{}.bias", bm.r), {gr.hidden_size});
     map.boundaries.push_back(std::move(bm));
   }

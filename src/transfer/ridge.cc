@@ -55,9 +55,10 @@ RidgeFit fit_ridge(const Moments& m, std::span<const int64_t> xi, std::span<cons
   const char uplo = 'U';
   LAPACK_dpotrf(&uplo, &n, A.data(), &n, &info);
   if (info > 0) {
-    fail("{}: the centred covariance + λI ({} inputs, {} rows, λ = {}) is not positive definite "
-         "(leading minor {}); use a larger --lambda or more calibration rows",
-         what, D, N, lambda, info);
+    fail(
+        "{}: the centred covariance + λI ({} inputs, {} rows, λ = {}) is not positive definite "
+        "(leading minor {}); use a larger --lambda or more calibration rows",
+        what, D, N, lambda, info);
   }
   if (info < 0) fail("{}: dpotrf argument {} invalid", what, -info);
   LAPACK_dpotrs(&uplo, &n, &nrhs, A.data(), &n, fit.w.data(), &n, &info);
@@ -90,8 +91,12 @@ DiagonalFit fit_diagonal(const Moments& m, int64_t c0, int64_t n) {
   return f;
 }
 
-double Residual::rel_rms() const { return sum_sq > 0 ? std::sqrt(std::max(rss, 0.0) / sum_sq) : 0; }
-double Residual::centred() const { return tss > 0 ? std::sqrt(std::max(rss, 0.0) / tss) : 0; }
+double Residual::rel_rms() const {
+  return sum_sq > 0 ? std::sqrt(std::max(rss, 0.0) / sum_sq) : 0;
+}
+double Residual::centred() const {
+  return tss > 0 ? std::sqrt(std::max(rss, 0.0) / tss) : 0;
+}
 
 Residual output_spread(const Moments& h, std::span<const int64_t> yi) {
   Residual r;
@@ -104,8 +109,8 @@ Residual output_spread(const Moments& h, std::span<const int64_t> yi) {
   return r;
 }
 
-Residual ridge_residual(const Moments& h, std::span<const int64_t> xi,
-                        std::span<const int64_t> yi, const RidgeFit& fit) {
+Residual ridge_residual(const Moments& h, std::span<const int64_t> xi, std::span<const int64_t> yi,
+                        const RidgeFit& fit) {
   Residual r = output_spread(h, yi);
   if (h.n < 1) return r;
   const int64_t D = fit.in, M = fit.out;

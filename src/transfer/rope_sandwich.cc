@@ -30,7 +30,8 @@ RopeTable::RopeTable(const RopeSpec& spec, int64_t p0, int64_t n) : spec_(spec),
 }
 
 void RopeTable::rotate(float* x, int64_t i0, int64_t rows, int64_t n_heads, bool inverse) const {
-  if (i0 < 0 || i0 + rows > n_) fail("RoPE: rows [{}, {}) outside the table of {}", i0, i0 + rows, n_);
+  if (i0 < 0 || i0 + rows > n_)
+    fail("RoPE: rows [{}, {}) outside the table of {}", i0, i0 + rows, n_);
   const int64_t d = spec_.head_dim, half = d / 2;
 #pragma omp parallel for schedule(static) if (rows * n_heads * d > 32768)
   for (int64_t r = i0; r < i0 + rows; ++r) {

@@ -122,7 +122,8 @@ constexpr char kMagic[8] = {'M', 'O', 'L', 'T', 'S', 'T', 'A', 'T'};
 
 nlohmann::json StatsLayout::to_json() const {
   nlohmann::json b = nlohmann::json::array();
-  for (const BoundarySpec& s : boundaries) b.push_back({{"r", s.r}, {"sender_hidden", s.sender_hidden}});
+  for (const BoundarySpec& s : boundaries)
+    b.push_back({{"r", s.r}, {"sender_hidden", s.sender_hidden}});
   return {{"method", method},
           {"sender", geometry_json(sender)},
           {"receiver", geometry_json(receiver)},

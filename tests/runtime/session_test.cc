@@ -398,9 +398,9 @@ TEST(Session, MoltNeverHoldsBothRungsWeights) {
   SessionOptions o;
   o.measure_rss = true;
   const double w_l = l->rung(0).footprint().weight_bytes / kMiB;
-  const double f_m = l->rung(1).footprint().total(capacity()) / kMiB;
   for (Policy p : {Policy::kMolt, Policy::kReleaseReprefill, Policy::kReprefill}) {
     Outcome r = run(*l, p, budget, o);
+    const double f_m = l->rung(1).footprint().total(capacity()) / kMiB;  // as the session shaped it
     ASSERT_EQ(r.log.migrations.size(), 1u);
     const MigrationEvent& m = r.log.migrations[0];
     std::printf("%-17s l → m: accounted peak %.2f MiB, measured RSS peak over the session base %.2f MiB "

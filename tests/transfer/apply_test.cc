@@ -37,7 +37,8 @@ TEST_F(Apply, IdentityMapReproducesTheCacheThroughTheSandwich) {
     // V is copied exactly; K goes through un-rotate ∘ rotate (f32 round-off only).
     EXPECT_EQ(test::max_abs_diff(dst.v(l), native_->v(l), n_ * kv), 0.0) << l;
     EXPECT_LT(test::max_abs_diff(dst.k(l), native_->k(l), n_ * kv),
-              1e-5 * test::max_abs(native_->k(l), n_ * kv)) << l;
+              1e-5 * test::max_abs(native_->k(l), n_ * kv))
+        << l;
   }
   EXPECT_EQ(map->method(), "ridge");
   EXPECT_DOUBLE_EQ(map->flops_per_position(), 3.0 * 2 * 2.0 * kv * kv);
@@ -49,11 +50,14 @@ TEST_F(Apply, RecomputeOnOwnHiddenStatesEqualsTheFullForwardBitForBit) {
   for (int64_t r = 1; r <= L; ++r) {
     KVCache c = model_->new_cache(n_);
     c.set_size(n_);
-    std::vector<float> h(native_->hidden(L - r).begin(), native_->hidden(L - r).begin() + n_ * cfg_.hidden_size);
+    std::vector<float> h(native_->hidden(L - r).begin(),
+                         native_->hidden(L - r).begin() + n_ * cfg_.hidden_size);
     model_->forward_layers(L - r, 0, n_, h, c);
     for (int64_t l = L - r; l < L; ++l) {
-      ASSERT_TRUE(std::equal(c.k(l).begin(), c.k(l).begin() + n_ * kv, native_->k(l).begin())) << r << " " << l;
-      ASSERT_TRUE(std::equal(c.v(l).begin(), c.v(l).begin() + n_ * kv, native_->v(l).begin())) << r << " " << l;
+      ASSERT_TRUE(std::equal(c.k(l).begin(), c.k(l).begin() + n_ * kv, native_->k(l).begin()))
+          << r << " " << l;
+      ASSERT_TRUE(std::equal(c.v(l).begin(), c.v(l).begin() + n_ * kv, native_->v(l).begin()))
+          << r << " " << l;
     }
   }
   // Through apply(): an identity boundary map hands over the receiver's own hidden states.
@@ -64,8 +68,10 @@ TEST_F(Apply, RecomputeOnOwnHiddenStatesEqualsTheFullForwardBitForBit) {
     o.recompute_layers = r;
     map->apply(*model_, *native_, *model_, ids_, o, dst);
     for (int64_t l = L - r; l < L; ++l) {
-      ASSERT_TRUE(std::equal(dst.k(l).begin(), dst.k(l).begin() + n_ * kv, native_->k(l).begin())) << r << " " << l;
-      ASSERT_TRUE(std::equal(dst.v(l).begin(), dst.v(l).begin() + n_ * kv, native_->v(l).begin())) << r << " " << l;
+      ASSERT_TRUE(std::equal(dst.k(l).begin(), dst.k(l).begin() + n_ * kv, native_->k(l).begin()))
+          << r << " " << l;
+      ASSERT_TRUE(std::equal(dst.v(l).begin(), dst.v(l).begin() + n_ * kv, native_->v(l).begin()))
+          << r << " " << l;
     }
   }
 }
@@ -118,7 +124,8 @@ TEST_F(Apply, BadCallsGetClearErrors) {
   };
   TransferOptions o;
   o.recompute_layers = 2;
-  EXPECT_NE(message(o, *native_).find("no boundary map for recompute_layers = 2"), std::string::npos);
+  EXPECT_NE(message(o, *native_).find("no boundary map for recompute_layers = 2"),
+            std::string::npos);
   KVCache plain = model_->new_cache(n_);
   model_->forward(ids_, plain, {});
   o.recompute_layers = 1;

@@ -14,11 +14,19 @@ class CliTransfer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
-    const std::string common = " --geometry qwen2.5-0.5b --vocab 200 --dtype f32 --intermediate 128 ";
-    ASSERT_EQ(test::run_molt("synth" + common + "--layers 3 --hidden 64 --heads 4 --kv-heads 2 --seed 1 --out " +
-                             (*dir_ / "big").string()).exit_code, 0);
-    ASSERT_EQ(test::run_molt("synth" + common + "--layers 2 --hidden 48 --heads 2 --kv-heads 1 --seed 2 "
-                             "--rope-theta 10000 --out " + (*dir_ / "small").string()).exit_code, 0);
+    const std::string common =
+        " --geometry qwen2.5-0.5b --vocab 200 --dtype f32 --intermediate 128 ";
+    ASSERT_EQ(test::run_molt("synth" + common +
+                             "--layers 3 --hidden 64 --heads 4 --kv-heads 2 --seed 1 --out " +
+                             (*dir_ / "big").string())
+                  .exit_code,
+              0);
+    ASSERT_EQ(test::run_molt("synth" + common +
+                             "--layers 2 --hidden 48 --heads 2 --kv-heads 1 --seed 2 "
+                             "--rope-theta 10000 --out " +
+                             (*dir_ / "small").string())
+                  .exit_code,
+              0);
     test::write_ids_file(*dir_ / "ids.txt", 3000, 200, 7);
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -40,7 +48,8 @@ TEST_F(CliTransfer, FitReportEvalBench) {
 
   r = test::run_molt("fit report " + path("maps"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* s : {"SHA-256 verified", "λ         0.01", "held-out rows", "boundary r = 1", "floor K"}) {
+  for (const char* s :
+       {"SHA-256 verified", "λ         0.01", "held-out rows", "boundary r = 1", "floor K"}) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   }
   r = test::run_molt("fit report --json " + path("maps"));
@@ -54,7 +63,8 @@ TEST_F(CliTransfer, FitReportEvalBench) {
   EXPECT_EQ(rep["corpus_sha256"].get<std::string>().size(), 64u);
 
   r = test::run_molt("transfer eval" + route() + " --maps " + path("maps") + " --ids-file " +
-                     path("ids.txt") + " --prefix 40 --continuation 16 --windows 2 --recompute-layers 1 "
+                     path("ids.txt") +
+                     " --prefix 40 --continuation 16 --windows 2 --recompute-layers 1 "
                      "--anchors 4 --threads 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto ev = nlohmann::json::parse(r.output);
@@ -65,8 +75,9 @@ TEST_F(CliTransfer, FitReportEvalBench) {
     names.push_back(c["condition"]);
     EXPECT_GE(c["transfer_kl"].get<double>(), 0.0);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"map (ridge)", "map + recompute r=1", "map + anchors a=4",
-                                             "zero cache", "token-identity cache"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"map (ridge)", "map + recompute r=1", "map + anchors a=4",
+                                      "zero cache", "token-identity cache"}));
 
   r = test::run_molt("bench transfer" + route() + " --maps " + path("maps") +
                      " --context 48 --threads 1 --repeat 2 --recompute-layers 1 --json");
@@ -81,7 +92,8 @@ TEST_F(CliTransfer, ShardsMergedEqualOneRun) {
   auto r = test::run_molt(fit_args() + " --k 2 --out " + path("one"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (int s = 1; s <= 3; ++s) {
-    r = test::run_molt(fit_args() + " --k 2 --shard " + std::to_string(s) + "/3 --out " + path("sharded"));
+    r = test::run_molt(fit_args() + " --k 2 --shard " + std::to_string(s) + "/3 --out " +
+                       path("sharded"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("stats-" + std::to_string(s) + "-of-3"), std::string::npos) << r.output;
   }
@@ -121,8 +133,8 @@ TEST_F(CliTransfer, ErrorsAreClear) {
   EXPECT_NE(r.output.find("--shard 4/3"), std::string::npos) << r.output;
   // A map used for the reverse route.
   ASSERT_EQ(test::run_molt(fit_args() + " --k 1 --out " + path("rev")).exit_code, 0);
-  r = test::run_molt("bench transfer --from " + path("small") + " --to " + path("big") + " --maps " +
-                     path("rev") + " --context 8");
+  r = test::run_molt("bench transfer --from " + path("small") + " --to " + path("big") +
+                     " --maps " + path("rev") + " --context 8");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("sender n_layers is 3 in the map but 2"), std::string::npos) << r.output;
   r = test::run_molt("fit report " + path("nothing"));

@@ -1,5 +1,7 @@
 // Fitting end to end on tiny synthetic rungs: a model's route to itself reproduces its cache,
 // shards merge into exactly one run, depth remap and diagonal routes, statistics files.
+#include "molt/transfer/fit.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -7,7 +9,6 @@
 #include "molt/common/error.h"
 #include "molt/transfer/corpus.h"
 #include "molt/transfer/eval.h"
-#include "molt/transfer/fit.h"
 #include "molt/transfer/transfer.h"
 #include "route_fixture.h"
 
@@ -72,8 +73,12 @@ TEST_F(Fit, RouteToItselfReproducesTheCache) {
   map->apply(*big_, src, *big_, ids, {}, dst);
   const int64_t kv = big_cfg_.kv_dim();
   for (int64_t l = 0; l < 3; ++l) {
-    EXPECT_LT(test::max_abs_diff(dst.k(l), src.k(l), 50 * kv), 2e-3 * test::max_abs(src.k(l), 50 * kv)) << l;
-    EXPECT_LT(test::max_abs_diff(dst.v(l), src.v(l), 50 * kv), 2e-3 * test::max_abs(src.v(l), 50 * kv)) << l;
+    EXPECT_LT(test::max_abs_diff(dst.k(l), src.k(l), 50 * kv),
+              2e-3 * test::max_abs(src.k(l), 50 * kv))
+        << l;
+    EXPECT_LT(test::max_abs_diff(dst.v(l), src.v(l), 50 * kv),
+              2e-3 * test::max_abs(src.v(l), 50 * kv))
+        << l;
   }
   // At the default λ = 0.01 the shrinkage stays small.
   o.lambda = 0.01;
@@ -86,7 +91,8 @@ TEST_F(Fit, CrossGeometryRouteChoosesKByHeldOutNll) {
   o.recompute_layers = 1;
   const RouteStats st = collect(*big_, *small_, corpus_, o);
   std::vector<std::string> log;
-  const MapData data = solve_route(st, *big_, *small_, o, [&](const std::string& s) { log.push_back(s); });
+  const MapData data =
+      solve_route(st, *big_, *small_, o, [&](const std::string& s) { log.push_back(s); });
   ASSERT_EQ(data.layers.size(), 2u);
   const int64_t k = data.info["k"].get<int64_t>();
   // Candidates 1, 2 and all (3), each with a held-out NLL; the chosen one is the lowest.
@@ -200,7 +206,8 @@ TEST_F(Fit, MergedShardsEqualOneRun) {
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].first, b[i].first);
     for (size_t e = 0; e < a[i].second.size(); ++e) {
-      ASSERT_NEAR(a[i].second[e], b[i].second[e], 1e-10 * (1 + std::abs(a[i].second[e]))) << a[i].first;
+      ASSERT_NEAR(a[i].second[e], b[i].second[e], 1e-10 * (1 + std::abs(a[i].second[e])))
+          << a[i].first;
     }
   }
   // The maps solved from both agree.
@@ -235,7 +242,8 @@ TEST_F(Fit, StatisticsSizeDoesNotGrowWithTheCorpus) {
   o.sequences = 8;
   collect(*big_, *small_, corpus_, o).save(dir_ / "b");
   // Only the kept held-out windows (≤ select_windows of seq_len ids) differ in the header.
-  const auto sa = std::filesystem::file_size(dir_ / "a"), sb = std::filesystem::file_size(dir_ / "b");
+  const auto sa = std::filesystem::file_size(dir_ / "a"),
+             sb = std::filesystem::file_size(dir_ / "b");
   EXPECT_LT(sb - sa, 2u * 40 * 4 + 200);
 }
 
@@ -254,13 +262,17 @@ TEST_F(Fit, BadStatisticsFilesAreRefused) {
 }
 
 TEST_F(Fit, EvaluationOfAnExactTransferHasNoGap) {
-  const std::vector<std::vector<int32_t>> windows = {test::random_ids(30, 97, 1), test::random_ids(30, 97, 2)};
+  const std::vector<std::vector<int32_t>> windows = {test::random_ids(30, 97, 1),
+                                                     test::random_ids(30, 97, 2)};
   auto exact = CacheMap::from_data(test::identity_map(*big_));
   const TokenIdentityCache tid(*big_, windows);
   std::vector<Condition> conds = {
-      {"map", [&](const KVCache& s, std::span<const int32_t> t, KVCache& d) { exact->apply(*big_, s, *big_, t, {}, d); }},
-      {"zero", [&](const KVCache& s, std::span<const int32_t>, KVCache& d) { fill_zero_cache(s.size(), d); }},
-      {"token-identity", [&](const KVCache&, std::span<const int32_t> t, KVCache& d) { tid.fill(t, d); }}};
+      {"map", [&](const KVCache& s, std::span<const int32_t> t,
+                  KVCache& d) { exact->apply(*big_, s, *big_, t, {}, d); }},
+      {"zero", [&](const KVCache& s, std::span<const int32_t>,
+                   KVCache& d) { fill_zero_cache(s.size(), d); }},
+      {"token-identity",
+       [&](const KVCache&, std::span<const int32_t> t, KVCache& d) { tid.fill(t, d); }}};
   const TransferEval ev = evaluate_transfer(*big_, *big_, windows, 20, conds, false);
   EXPECT_EQ(ev.windows, 2);
   EXPECT_EQ(ev.scored_tokens, 2 * 9);

@@ -1,5 +1,7 @@
 // Map files: shapes, metadata and checksums round-trip; loading refuses corrupt files and
 // maps of another route with errors that name the file and the field.
+#include "molt/transfer/map_file.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -7,7 +9,6 @@
 
 #include "molt/common/error.h"
 #include "molt/formats/safetensors.h"
-#include "molt/transfer/map_file.h"
 #include "molt/transfer/transfer.h"
 #include "route_fixture.h"
 
@@ -104,8 +105,9 @@ TEST_F(MapFile, RoundTripsShapesTensorsAndMetadata) {
   EXPECT_NE(st->find("layers.0.v.heads.0.bias"), nullptr);
   EXPECT_NE(st->find("boundary.r1.weight"), nullptr);
   const auto& meta = st->metadata();
-  for (const char* key : {"format", "format_version", "method", "sender", "receiver", "sources",
-                          "lambda", "lambda_applied_to", "k", "calibration", "corpus", "boundary"}) {
+  for (const char* key :
+       {"format", "format_version", "method", "sender", "receiver", "sources", "lambda",
+        "lambda_applied_to", "k", "calibration", "corpus", "boundary"}) {
     EXPECT_TRUE(meta.count(key)) << key;
   }
   const auto rope = nlohmann::json::parse(meta.at("receiver"))["rope"];
@@ -125,7 +127,8 @@ TEST_F(MapFile, RoundTripsShapesTensorsAndMetadata) {
 TEST(Sha256, KnownVector) {
   test::TempDir d;
   test::write_file(d / "abc", "abc");
-  EXPECT_EQ(sha256_file(d / "abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_file(d / "abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST_F(MapFile, ACorruptFileFailsTheChecksum) {
@@ -178,20 +181,24 @@ TEST_F(MapFile, AMissingOrMisshapenTensorIsNamed) {
   const std::filesystem::path other = dir_ / "other";
   std::filesystem::create_directories(other);
   write_safetensors(other / "map.safetensors", keep, st->metadata());
-  nlohmann::json index = {{"format", "molt-map-index"},
-                          {"files", {{"map.safetensors", {{"sha256", sha256_file(other / "map.safetensors")}}}}}};
+  nlohmann::json index = {
+      {"format", "molt-map-index"},
+      {"files", {{"map.safetensors", {{"sha256", sha256_file(other / "map.safetensors")}}}}}};
   test::write_file(other / "index.json", index.dump());
   try {
     read_map_dir(other);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'layers.1.v.heads.0.weight' is missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor 'layers.1.v.heads.0.weight' is missing"),
+              std::string::npos)
+        << e.what();
   }
   // Sources that disagree with the tensor shapes.
   auto meta = st->metadata();
   meta["sources"] = R"({"k": [[0], [1, 2]], "v": [[0], [1]]})";
   std::vector<TensorToWrite> all;
-  for (const TensorView& t : st->tensors()) all.push_back({t.name, t.dtype, t.shape, {t.data, t.nbytes}});
+  for (const TensorView& t : st->tensors())
+    all.push_back({t.name, t.dtype, t.shape, {t.data, t.nbytes}});
   write_safetensors(other / "map.safetensors", all, meta);
   index["files"]["map.safetensors"]["sha256"] = sha256_file(other / "map.safetensors");
   test::write_file(other / "index.json", index.dump());
@@ -199,8 +206,10 @@ TEST_F(MapFile, AMissingOrMisshapenTensorIsNamed) {
     read_map_dir(other);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'layers.0.k.heads.0.weight' has shape [24, 64], expected [24, 32]"),
-              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "'layers.0.k.heads.0.weight' has shape [24, 64], expected [24, 32]"),
+              std::string::npos)
+        << e.what();
   }
 }
 

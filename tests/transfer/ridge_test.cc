@@ -1,12 +1,13 @@
 // Closed-form solves on moments: recovery of a known map, λ on the centred covariance,
 // held-out residuals from moments equal residuals computed row by row, clear errors.
+#include "molt/transfer/ridge.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "molt/common/error.h"
-#include "molt/transfer/ridge.h"
 
 namespace molt {
 namespace {
@@ -67,7 +68,8 @@ TEST(Ridge, RecoversAKnownAffineMap) {
 TEST(Ridge, LambdaIsAddedToTheCentredCovariance) {
   const Data d = make_data(50, 4, 2, 0.5, 2);
   const double lambda = 0.7;
-  const RidgeFit f = fit_ridge(moments_of(d), channel_range(0, 4), channel_range(0, 2), lambda, "t");
+  const RidgeFit f =
+      fit_ridge(moments_of(d), channel_range(0, 4), channel_range(0, 2), lambda, "t");
   std::vector<double> mx(4, 0), my(2, 0);
   for (int64_t r = 0; r < d.n; ++r) {
     for (int i = 0; i < 4; ++i) mx[i] += d.x[r * 4 + i] / d.n;
@@ -77,7 +79,8 @@ TEST(Ridge, LambdaIsAddedToTheCentredCovariance) {
     double M[4][5] = {};
     for (int64_t r = 0; r < d.n; ++r) {
       for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) M[i][j] += (d.x[r * 4 + i] - mx[i]) * (d.x[r * 4 + j] - mx[j]) / d.n;
+        for (int j = 0; j < 4; ++j)
+          M[i][j] += (d.x[r * 4 + i] - mx[i]) * (d.x[r * 4 + j] - mx[j]) / d.n;
         M[i][4] += (d.x[r * 4 + i] - mx[i]) * (d.y[r * 2 + o] - my[o]) / d.n;
       }
     }
@@ -133,10 +136,12 @@ TEST(Ridge, SingularCovarianceWithoutLambdaNamesTheRegression) {
   Data d = make_data(30, 3, 1, 0.1, 4);
   for (int64_t r = 0; r < d.n; ++r) d.x[r * 3 + 2] = d.x[r * 3 + 1];  // a duplicated column
   try {
-    fit_ridge(moments_of(d), channel_range(0, 3), channel_range(0, 1), 0.0, "keys of receiver layer 2");
+    fit_ridge(moments_of(d), channel_range(0, 3), channel_range(0, 1), 0.0,
+              "keys of receiver layer 2");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("keys of receiver layer 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("keys of receiver layer 2"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("not positive definite"), std::string::npos) << e.what();
   }
   // λ > 0 makes it solvable.
@@ -180,9 +185,11 @@ TEST(Moments, MergedHalvesEqualOnePass) {
   a.merge(b);
   EXPECT_EQ(a.n, all.n);
   for (int64_t i = 0; i < 7; ++i) {
-    for (int64_t j = i; j < 7; ++j) EXPECT_NEAR(a.gram(i, j), all.gram(i, j), 1e-9 * std::abs(all.gram(i, j)));
+    for (int64_t j = i; j < 7; ++j)
+      EXPECT_NEAR(a.gram(i, j), all.gram(i, j), 1e-9 * std::abs(all.gram(i, j)));
   }
-  for (size_t i = 0; i < all.xy.size(); ++i) EXPECT_NEAR(a.xy[i], all.xy[i], 1e-9 * (1 + std::abs(all.xy[i])));
+  for (size_t i = 0; i < all.xy.size(); ++i)
+    EXPECT_NEAR(a.xy[i], all.xy[i], 1e-9 * (1 + std::abs(all.xy[i])));
 }
 
 }  // namespace

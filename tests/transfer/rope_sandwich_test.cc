@@ -1,5 +1,7 @@
 // The RoPE sandwich: un-rotation inverts rotation, the table equals the model's RoPE bit for
 // bit, and un-rotating a cached key recovers the pre-RoPE projection.
+#include "molt/transfer/rope_sandwich.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "molt/common/error.h"
 #include "molt/kernels/ops.h"
-#include "molt/transfer/rope_sandwich.h"
 #include "route_fixture.h"
 
 namespace molt {
@@ -32,7 +33,8 @@ TEST(RopeSandwich, UnrotateAfterRotateIsIdentity) {
     EXPECT_GT(moved, 1.0);  // the rotation did something
     unrotate_keys(spec, y.data(), n, heads);
     for (size_t i = 0; i < x.size(); ++i) {
-      ASSERT_NEAR(y[i], x[i], 2e-5 * (1 + std::abs(x[i]))) << "head_dim " << spec.head_dim << " at " << i;
+      ASSERT_NEAR(y[i], x[i], 2e-5 * (1 + std::abs(x[i])))
+          << "head_dim " << spec.head_dim << " at " << i;
     }
   }
 }

@@ -49,7 +49,8 @@ inline std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) 
 }
 
 // A corpus file of whitespace-separated ids.
-inline void write_ids_file(const std::filesystem::path& p, int64_t n, int64_t vocab, uint32_t seed) {
+inline void write_ids_file(const std::filesystem::path& p, int64_t n, int64_t vocab,
+                           uint32_t seed) {
   std::ofstream f(p);
   for (int32_t t : random_ids(n, vocab, seed)) f << t << ' ';
 }

@@ -34,7 +34,9 @@ struct MigrationEvent {
   int64_t at_token = 0;   // index of the first token the receiver produces
   double budget_mib = 0;
   double peak_mib = 0;      // accounted peak during the migration
-  double rss_peak_mib = NAN;  // measured RSS high-water mark over the session baseline
+  // Measured RSS high-water mark over the session's starting RSS, from the moment the sender
+  // is released or parked (reprefill: from the start, the sender stays) to the receiver ready.
+  double rss_peak_mib = NAN;
   double load_ms = 0, carry_ms = 0, first_decode_ms = 0;
   double seam_kl = NAN;     // KL(p_sender ‖ p_receiver) at the seam, when measured
   std::string note;         // why a fallback was taken, or what auto chose and why

@@ -97,6 +97,7 @@ class Tokenizer {
   // Forgets cached BPE results (for benchmarks that measure a cold cache).
   void clear_cache() const;
 
+  // Internal: load() builds the state from the parsed files (tests build variants directly).
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
 

@@ -19,9 +19,11 @@ class TokenStream {
   // Qwen2 pre-tokenizer never joins a newline to the letters after it, so the cut does not
   // change the ids).
   static std::unique_ptr<TokenStream> text(const std::filesystem::path& path,
-                                           const Tokenizer& tokenizer);
+                                           const Tokenizer& tokenizer,
+                                           size_t block_bytes = size_t{1} << 20);
   // Whitespace- or comma-separated token ids (synthetic models without a tokenizer).
-  static std::unique_ptr<TokenStream> ids(const std::filesystem::path& path);
+  static std::unique_ptr<TokenStream> ids(const std::filesystem::path& path,
+                                          size_t block_bytes = size_t{1} << 20);
 
   // Fills `out` with the next `len` ids; false (and `out` untouched) when fewer remain.
   bool next_window(int64_t len, std::vector<int32_t>& out);
@@ -37,8 +39,9 @@ class TokenStream {
   const Tokenizer* tokenizer_ = nullptr;  // null: the file holds ids
   std::vector<int32_t> buf_;
   size_t pos_ = 0;
-  std::string carry_;  // text after the last cut, or a partial number
+  std::string carry_;   // text after the last cut, or a partial number
   int64_t offset_ = 0;  // bytes consumed, for error messages
+  size_t block_ = 0;
 };
 
 }  // namespace molt

@@ -63,8 +63,8 @@ class TokenIdentityCache {
  private:
   CacheGeometry g_;
   RopeSpec rope_;
-  std::vector<int32_t> slot_;                  // token id → row of the tables, -1 unseen
-  std::vector<std::vector<float>> k_, v_;      // per layer [rows × kv_dim]; last row = all mean
+  std::vector<int32_t> slot_;              // token id → row of the tables, -1 unseen
+  std::vector<std::vector<float>> k_, v_;  // per layer [rows × kv_dim]; last row = all mean
 };
 
 // A cache of zeros: attention over it is uniform over zero values.

@@ -45,11 +45,11 @@ struct FitOptions {
   int64_t k = 0;                 // 0: auto; > 0: top-k (clamped to L_s)
   double lambda = 0.01;
   int64_t sequences = 500, seq_len = 1024, stride = 4;
-  int64_t recompute_layers = 0;  // boundary maps for r = 1 .. R
-  int64_t heldout_every = 10;    // 0: no held-out windows
-  int64_t select_windows = 4;    // held-out windows used to choose k
+  int64_t recompute_layers = 0;              // boundary maps for r = 1 .. R
+  int64_t heldout_every = 10;                // 0: no held-out windows
+  int64_t select_windows = 4;                // held-out windows used to choose k
   int64_t shard_index = 0, shard_count = 1;  // 0-based shard of shard_count
-  bool token_identity = true;    // keep per-token sums (floor residuals) when small enough
+  bool token_identity = true;  // keep per-token sums (floor residuals) when small enough
   std::string sender_name, receiver_name, corpus_name;  // names written into the map
   // Where they came from, so `molt fit merge` can reopen them.
   std::string sender_dir, receiver_dir, corpus_path;

@@ -51,8 +51,8 @@ struct Residual {
   void add(const Residual& o) { rss += o.rss, sum_sq += o.sum_sq, tss += o.tss, n = o.n; }
 };
 // rss per output channel is accumulated; ridge fits.
-Residual ridge_residual(const Moments& h, std::span<const int64_t> xi,
-                        std::span<const int64_t> yi, const RidgeFit& fit);
+Residual ridge_residual(const Moments& h, std::span<const int64_t> xi, std::span<const int64_t> yi,
+                        const RidgeFit& fit);
 // Diagonal fits over channels [c0, c0 + n).
 Residual diagonal_residual(const Moments& h, int64_t c0, int64_t n, const DiagonalFit& fit);
 // The sum of squares part (sum_sq, tss) of outputs yi alone, rss left at 0.

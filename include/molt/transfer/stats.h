@@ -65,7 +65,8 @@ struct SplitStats {
   Moments k, v;
   std::vector<Moments> boundary;  // one per StatsLayout::boundaries
   std::vector<double> tok_count;  // [token_vocab]
-  std::vector<double> tok_k, tok_v;  // Σ receiver K (un-rotated) / V per token id [vocab × L_r·kv_r]
+  std::vector<double> tok_k,
+      tok_v;  // Σ receiver K (un-rotated) / V per token id [vocab × L_r·kv_r]
 };
 
 struct RouteStats {

@@ -1,0 +1,122 @@
+// molt bench switch: the cost of one migration (budget cut → receiver's first logits) by
+// policy and context length, through the runtime's own migrate().
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "command.h"
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+#include "molt/runtime/session.h"
+#include "molt/runtime/switch_cost.h"
+#include "molt/transfer/map_file.h"
+
+namespace molt::cli {
+namespace {
+
+struct SwitchArgs {
+  std::string ladder, from, to;
+  std::vector<int64_t> contexts = {256, 1024, 2000};
+  std::vector<std::string> policies = {"molt", "reprefill", "release-reprefill"};
+  int repeat = 3;
+  bool fill_sender = false, json = false;
+  int64_t shape_map_k = 0;
+  int threads = 0;
+};
+
+// A map with the geometry of the route and k source layers per receiver layer, filled with
+// small random values: its cost is that of a fitted map with the same k (for geometries we
+// cannot calibrate here). Written only where the route's map folder is absent.
+void write_shape_map(const Ladder& l, int from, int to, int64_t k) {
+  const ManifestRoute* route = l.route(from, to);
+  if (route == nullptr || route->method != "maps") {
+    fail("--shape-map: ladder.json has no maps route {} → {}", l.rung(from).name(), l.rung(to).name());
+  }
+  if (route->maps_present()) return;
+  auto s = Model::load(l.rung(from).path()), r = Model::load(l.rung(to).path());
+  MapData map;
+  map.method = "ridge";
+  map.sender = RungSpec::of(*s, l.rung(from).name());
+  map.receiver = RungSpec::of(*r, l.rung(to).name());
+  const CacheGeometry gs = s->cache_geometry(), gr = r->cache_geometry();
+  k = std::min(k, gs.n_layers);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-0.01f, 0.01f);
+  for (int64_t j = 0; j < gr.n_layers; ++j) {
+    LayerMap L;
+    L.kv_s = gs.kv_dim();
+    const int64_t centre = (2 * j + 1) * gs.n_layers / (2 * gr.n_layers);
+    const int64_t first = std::clamp<int64_t>(centre - k / 2, 0, gs.n_layers - k);
+    for (int64_t i = 0; i < k; ++i) L.k_sources.push_back(first + i);
+    L.v_sources = L.k_sources;
+    L.k_weight.resize(static_cast<size_t>(gr.kv_dim() * k * gs.kv_dim()));
+    for (float& w : L.k_weight) w = u(rng);
+    L.v_weight = L.k_weight;
+    L.k_bias.assign(static_cast<size_t>(gr.kv_dim()), 0.0f);
+    L.v_bias = L.k_bias;
+    map.layers.push_back(std::move(L));
+  }
+  map.info["note"] = fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
+  write_map_dir(route->maps, map);
+  fmt::print(stderr, "wrote a shape-only map (k = {}) to {}\n", k, route->maps.string());
+}
+
+void run(const SwitchArgs& a) {
+  set_num_threads(a.threads);
+  auto l = Ladder::open(a.ladder);
+  const int from = l->index(a.from), to = l->index(a.to);
+  if (a.shape_map_k > 0) write_shape_map(*l, from, to, a.shape_map_k);
+  if (!a.json) {
+    fmt::print("switch {} → {} on {} ({} threads; median of {}; sender cache {})\n", a.from, a.to,
+               l->name(), num_threads(), a.repeat, a.fill_sender ? "filled" : "prefilled natively");
+    fmt::print("{:>8}  {:<18} {:>10} {:>9} {:>9} {:>9} {:>12} {:>10}\n", "context", "policy", "switch ms",
+               "load ms", "carry ms", "decode", "FLOPs saved", "peak MiB");
+  }
+  std::mt19937 rng(1);
+  for (int64_t n : a.contexts) {
+    std::vector<int32_t> ids(static_cast<size_t>(n + 1));
+    for (auto& t : ids) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(l->vocab_size()));
+    for (const std::string& p : a.policies) {
+      SwitchCostOptions o;
+      o.policy = parse_policy(p);
+      o.native_sender_cache = !a.fill_sender;
+      std::vector<MigrationEvent> runs;
+      for (int i = 0; i < a.repeat; ++i) runs.push_back(measure_switch(*l, from, to, ids, o));
+      std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x.ms < y.ms; });
+      const MigrationEvent& m = runs[runs.size() / 2];
+      if (a.json) {
+        nlohmann::json j = to_json(m);
+        j["event"] = "switch_cost";
+        j["threads"] = num_threads();
+        fmt::print("{}\n", j.dump());
+      } else {
+        fmt::print("{:>8}  {:<18} {:>10.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>11.1f}% {:>10.1f}{}\n", n, m.policy, m.ms,
+                   m.load_ms, m.carry_ms, m.first_decode_ms, 100 * m.flops_saved, m.peak_mib,
+                   m.policy != p ? "  (" + m.note + ")" : "");
+      }
+      std::fflush(stdout);
+    }
+  }
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto a = std::make_shared<SwitchArgs>();
+  CLI::App* s = group(root, "bench", "Benchmarks that print figures")
+                    ->add_subcommand("switch", "Cost of one migration by policy and context length");
+  s->add_option("--ladder", a->ladder, "ladder manifest")->required();
+  s->add_option("--from", a->from, "sender rung")->required();
+  s->add_option("--to", a->to, "receiver rung")->required();
+  s->add_option("--contexts", a->contexts, "context lengths")->delimiter(',');
+  s->add_option("--policies", a->policies, "policies")->delimiter(',')->check(CLI::IsMember(policy_names()));
+  s->add_option("--repeat", a->repeat, "runs per cell (median)")->check(CLI::PositiveNumber);
+  s->add_flag("--fill-sender", a->fill_sender, "fill the sender's cache instead of prefilling it");
+  s->add_option("--shape-map", a->shape_map_k, "write a random map with k sources where the route has none");
+  s->add_flag("--json", a->json, "one JSON object per cell");
+  s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace molt::cli
