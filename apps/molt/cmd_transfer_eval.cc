@@ -52,38 +52,10 @@ void run(const EvalArgs& a) {
     }
   }
 
-  std::vector<Condition> conds;
-  auto with = [&](std::string name, TransferOptions o) {
-    const CacheMap* m = map.get();
-    const Model *s = sender.get(), *r = receiver.get();
-    conds.push_back(
-        {std::move(name), [m, s, r, o](const KVCache& src, std::span<const int32_t> t, KVCache& d) {
-           m->apply(*s, src, *r, t, o, d);
-         }});
-  };
-  with(fmt::format("map ({})", map->method()), {});
-  for (int r : a.recompute) {
-    TransferOptions o;
-    o.recompute_layers = r;
-    with(fmt::format("map + recompute r={}", r), o);
-  }
-  for (int an : a.anchors) {
-    TransferOptions o;
-    o.anchors = an;
-    with(fmt::format("map + anchors a={}", an), o);
-  }
-  std::unique_ptr<TokenIdentityCache> tid;
-  if (a.floors) {
-    conds.push_back({"zero cache", [](const KVCache& src, std::span<const int32_t>, KVCache& d) {
-                       fill_zero_cache(src.size(), d);
-                     }});
-    tid = std::make_unique<TokenIdentityCache>(*receiver, windows);
-    const TokenIdentityCache* t = tid.get();
-    conds.push_back({"token-identity cache", [t](const KVCache&, std::span<const int32_t> ids,
-                                                 KVCache& d) { t->fill(ids, d); }});
-  }
-  const TransferEval ev =
-      evaluate_transfer(*sender, *receiver, windows, a.prefix, conds, !a.recompute.empty());
+  const ConditionSet set =
+      transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors, a.floors, windows);
+  const TransferEval ev = evaluate_transfer(*sender, *receiver, windows, a.prefix, set.conditions,
+                                            !a.recompute.empty());
 
   nlohmann::json j = {
       {"from", a.from},

@@ -10,6 +10,8 @@
 
 #include "molt/tokenizer/tokenizer.h"
 #include "molt/transfer/corpus.h"
+#include "molt/transfer/eval.h"
+#include "molt/transfer/transfer.h"
 
 namespace molt::cli {
 
@@ -24,6 +26,17 @@ Corpus open_corpus(const std::filesystem::path& file, bool ids, const std::files
 
 // The folder name of a checkpoint ("l" for models/tiny-ladder/l).
 std::string rung_name(const std::filesystem::path& dir);
+
+// The conditions every transfer figure is shown with: the map (alone, + recompute r, +
+// anchors a, for each value given) and, with floors, a zero cache and a token-identity cache
+// whose means come from the receiver's native caches of `windows`.
+struct ConditionSet {
+  std::vector<Condition> conditions;
+  std::unique_ptr<TokenIdentityCache> token_identity;
+};
+ConditionSet transfer_conditions(const CacheMap& map, const Model& sender, const Model& receiver,
+                                 const std::vector<int>& recompute, const std::vector<int>& anchors,
+                                 bool floors, const std::vector<std::vector<int32_t>>& windows);
 
 // "[fit] 12/500 ████░░░░ 3.1 s each, 25 min left" on stderr when it is a terminal.
 class ProgressBar {

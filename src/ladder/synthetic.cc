@@ -72,17 +72,18 @@ fs::path write_synthetic_ladder(const fs::path& dir, const SyntheticLadderOption
     rungs.push_back({{"name", r.name},
                      {"path", r.name},
                      {"precision", o.dtype == DType::F32 ? "f32" : o.dtype == DType::F16 ? "f16" : "bf16"}});
-    if (i > 0) {
-      const std::string& a = o.rungs[i - 1].name;
-      for (auto [from, to] : {std::pair{a, r.name}, {r.name, a}}) {
-        nlohmann::json route = {{"from", from}, {"to", to}};
-        if (o.route_method == "maps") {
-          route["maps"] = "maps/" + from + "-" + to;
-        } else {
-          route["method"] = "reprefill";
-        }
-        routes.push_back(route);
+  }
+  // Every ordered pair: a budget may skip a rung on the way down or back up.
+  for (const SyntheticRung& a : o.rungs) {
+    for (const SyntheticRung& b : o.rungs) {
+      if (a.name == b.name) continue;
+      nlohmann::json route = {{"from", a.name}, {"to", b.name}};
+      if (o.route_method == "maps") {
+        route["maps"] = "maps/" + a.name + "-" + b.name;
+      } else {
+        route["method"] = "reprefill";
       }
+      routes.push_back(route);
     }
   }
   const fs::path manifest = dir / "ladder.json";

@@ -1,12 +1,13 @@
 // Corpus streams: windows read in small blocks equal the ids of the whole file, for id files
 // and for text tokenized block by block (cut at line starts).
+#include "molt/transfer/corpus.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "molt/common/error.h"
 #include "molt/tokenizer/tokenizer.h"
-#include "molt/transfer/corpus.h"
 #include "route_fixture.h"
 
 namespace molt {
@@ -46,7 +47,8 @@ TEST(Corpus, BadIdsAreNamed) {
     s->next_window(2, w);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'x7' at byte 6 is not a token id"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'x7' at byte 6 is not a token id"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(TokenStream::ids(d / "absent.txt"), Error);
 }
@@ -55,8 +57,11 @@ TEST(Corpus, TextTokenizedInBlocksEqualsTheWholeText) {
   MOLT_REQUIRE_SHARED(dir);
   auto tok = Tokenizer::load(dir / "qwen.tiktoken");
   std::string text;
-  const char* lines[] = {"The access code for the north gate is 7305.", "  indented line with  spaces",
-                         "", "Übergrößenträger naïve café — 東京 2024!", "\tTabbed: x = y + 1;",
+  const char* lines[] = {"The access code for the north gate is 7305.",
+                         "  indented line with  spaces",
+                         "",
+                         "Übergrößenträger naïve café — 東京 2024!",
+                         "\tTabbed: x = y + 1;",
                          "What is the access code?\n\n\nThree blank lines above."};
   for (int i = 0; i < 60; ++i) text += std::string(lines[i % 6]) + (i % 5 == 0 ? "\r\n" : "\n");
   test::TempDir d;

@@ -190,6 +190,7 @@ def main():
                 model, train_ids, test_ids, n_calib=16 if args.quick else 120,
                 n_test=4 if args.quick else 24),
         }
+        r["quick"] = args.quick
         state_path = os.path.join(args.work, "runs", size, "state.json")
         if os.path.exists(state_path):
             st = json.load(open(state_path))

@@ -27,7 +27,7 @@ struct SyntheticLadderOptions {
   DType dtype = DType::BF16;
   uint64_t seed = 1;
   double rope_theta = 10000.0;
-  // Routes between neighbours, both ways. "maps" routes name <dir>/maps/<from>-<to> (absent
+  // Routes between every ordered pair of rungs. "maps" routes name <dir>/maps/<from>-<to> (absent
   // until someone fits them: the runtime then falls back to re-prefill); "reprefill" routes
   // carry no map.
   std::string route_method = "maps";

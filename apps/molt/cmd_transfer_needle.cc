@@ -1,0 +1,167 @@
+// molt transfer needle: a fact planted in the prompt, the switch forced right before the
+// answer (DESIGN.md §6 needle accuracy). The sender reads the prompt; its cache crosses to
+// the receiver, which decodes the answer greedily. Exact match, beside both rungs reading the
+// prompt themselves and the zero / token-identity floors.
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cmd_transfer_util.h"
+#include "command.h"
+#include "molt/common/error.h"
+#include "molt/kernels/threads.h"
+
+namespace molt::cli {
+namespace {
+
+struct NeedleArgs {
+  std::string from, to, maps, needles;
+  int64_t context = 700, count = 30;
+  std::vector<int> recompute, anchors;
+  bool floors = true;
+  int threads = 2;
+  bool json = false;
+};
+
+struct Needle {
+  std::vector<int32_t> prompt;
+  std::string answer;
+  int64_t answer_tokens = 0;
+};
+
+std::string trim(std::string s) {
+  const auto ws = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!s.empty() && ws(s.back())) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && ws(s[i])) ++i;
+  return s.substr(i);
+}
+
+// Greedy answer of `model` from a cache holding prompt[0, n−1): decode the last prompt token,
+// then the answer's length in tokens.
+std::string answer(const Model& model, const Tokenizer& tok, KVCache& cache, const Needle& n) {
+  const int64_t vocab = std::min<int64_t>(tok.vocab_size(), model.config().vocab_size);
+  std::vector<float> logits = model.decode(n.prompt.back(), cache);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n.answer_tokens; ++i) {
+    const int32_t t = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+    out.push_back(t);
+    if (i + 1 < n.answer_tokens) logits = model.decode(t, cache);
+  }
+  return tok.decode(out);
+}
+
+void run(const NeedleArgs& a) {
+  set_num_threads(a.threads);
+  auto sender = Model::load(a.from);
+  auto receiver = Model::load(a.to);
+  auto map = CacheMap::load(a.maps, *sender, *receiver);
+  auto tok = Tokenizer::load(a.from);
+  std::ifstream f(a.needles);
+  if (!f) fail("{}: cannot open", a.needles);
+  std::vector<Needle> needles;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(f, line) && static_cast<int64_t>(needles.size()) < a.count) {
+    ++line_no;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+      if (j.at("context").get<int64_t>() != a.context) continue;
+      Needle n;
+      n.prompt = tok->encode(j.at("prompt").get<std::string>());
+      n.answer = j.at("answer").get<std::string>();
+      n.answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
+      if (n.prompt.size() < 2 || n.answer_tokens == 0)
+        fail("{}:{}: empty prompt or answer", a.needles, line_no);
+      needles.push_back(std::move(n));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}:{}: {}", a.needles, line_no, e.what());
+    }
+  }
+  if (needles.empty()) fail("{}: no needles with \"context\": {}", a.needles, a.context);
+
+  std::vector<std::vector<int32_t>> prompts;
+  for (const Needle& n : needles) prompts.emplace_back(n.prompt.begin(), n.prompt.end() - 1);
+  const ConditionSet set =
+      transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors, a.floors, prompts);
+  std::vector<std::string> names = {"sender reads the prompt", "receiver reads the prompt"};
+  for (const Condition& c : set.conditions) names.push_back(c.name);
+  std::vector<int64_t> correct(names.size(), 0);
+  double mean_tokens = 0;
+  for (const Needle& n : needles) {
+    const std::span<const int32_t> head(n.prompt.data(), n.prompt.size() - 1);
+    const int64_t cap = static_cast<int64_t>(n.prompt.size()) + n.answer_tokens;
+    mean_tokens += static_cast<double>(n.prompt.size()) / static_cast<double>(needles.size());
+    KVCache src = sender->new_cache(cap, /*keep_hidden=*/!a.recompute.empty());
+    sender->forward(head, src, {});
+    std::vector<std::string> got;
+    {
+      KVCache own = src;
+      got.push_back(answer(*sender, *tok, own, n));
+      KVCache native = receiver->new_cache(cap);
+      receiver->forward(head, native, {});
+      got.push_back(answer(*receiver, *tok, native, n));
+    }
+    for (const Condition& c : set.conditions) {
+      KVCache dst = receiver->new_cache(cap);
+      c.fill(src, head, dst);
+      got.push_back(answer(*receiver, *tok, dst, n));
+    }
+    for (size_t i = 0; i < got.size(); ++i) correct[i] += trim(got[i]) == trim(n.answer);
+  }
+  const double N = static_cast<double>(needles.size());
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < names.size(); ++i) {
+    rows.push_back(
+        {{"condition", names[i]}, {"correct", correct[i]}, {"accuracy", correct[i] / N}});
+  }
+  const nlohmann::json j = {{"from", a.from},
+                            {"to", a.to},
+                            {"maps", a.maps},
+                            {"needles", a.needles},
+                            {"context", a.context},
+                            {"count", needles.size()},
+                            {"mean_prompt_tokens", mean_tokens},
+                            {"conditions", rows}};
+  if (a.json) {
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print(
+      "{} → {} with {}: {} needles at context {} (mean {:.0f} prompt tokens), switch right "
+      "before the answer\n",
+      rung_name(a.from), rung_name(a.to), a.maps, needles.size(), a.context, mean_tokens);
+  for (size_t i = 0; i < names.size(); ++i) {
+    fmt::print("{:<28} {:>3}/{:<3} {:.3f}\n", names[i], correct[i], needles.size(), correct[i] / N);
+  }
+}
+
+const bool registered = register_command([](CLI::App& root) {
+  auto a = std::make_shared<NeedleArgs>();
+  CLI::App* s =
+      group(root, "transfer", "Carry a KV cache between rungs")
+          ->add_subcommand("needle", "Needle accuracy with the switch right before the answer");
+  s->add_option("--from", a->from, "sender checkpoint directory (its tokenizer is used)")
+      ->required();
+  s->add_option("--to", a->to, "receiver checkpoint directory")->required();
+  s->add_option("--maps", a->maps, "map directory")->required();
+  s->add_option("--needles", a->needles, "JSON lines {prompt, answer, context}")->required();
+  s->add_option("--context", a->context, "use the needles of this context length");
+  s->add_option("--count", a->count, "at most this many needles")->check(CLI::PositiveNumber);
+  s->add_option("--recompute-layers", a->recompute, "also map + recompute of r layers (list)")
+      ->delimiter(',');
+  s->add_option("--anchors", a->anchors, "also map + a anchors (list)")->delimiter(',');
+  s->add_flag("!--no-floors", a->floors, "skip the zero and token-identity floors");
+  s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  s->add_flag("--json", a->json, "one JSON object");
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace molt::cli
