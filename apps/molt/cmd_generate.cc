@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "command.h"
 #include "ladder_cli.h"
@@ -11,6 +13,8 @@
 #include "molt/kernels/threads.h"
 #include "molt/model/model.h"
 #include "molt/model/sampler.h"
+#include "molt/tokenizer/chat_template.h"
+#include "molt/tokenizer/tokenizer.h"
 
 namespace molt::cli {
 namespace {
@@ -33,12 +37,29 @@ void run(const GenerateArgs& a) {
     return;
   }
   if (a.model.empty()) fail("give --model DIR (one model) or --ladder FILE (an elastic ladder)");
-  if (!a.prompt.empty()) fail("--prompt: single-model mode reads token ids (--ids) for now");
   set_num_threads(a.threads);
   auto model = Model::load(a.model);
   const ModelConfig& c = model->config();
-  std::vector<int32_t> history = parse_ids(a.ids, "--ids");
-  if (history.empty()) fail("--ids: no prompt token ids given");
+  // Text in, text out when a prompt is given (the tokenizer comes from the model directory);
+  // ids in, ids out otherwise, so synthetic checkpoints need no tokenizer.
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<int32_t> history;
+  if (!a.prompt.empty()) {
+    if (!a.ids.empty()) fail("give --prompt or --ids, not both");
+    tok = Tokenizer::load(a.model);
+    const std::string text =
+        a.chat ? apply_chat_template({{"user", a.prompt}}, /*add_generation_prompt=*/true)
+               : a.prompt;
+    history = tok->encode(text);
+  } else {
+    if (a.chat) fail("--chat needs --prompt");
+    history = parse_ids(a.ids, "--ids");
+  }
+  if (history.empty()) fail("no prompt: give --prompt TEXT or --ids \"i j k\"");
+  std::optional<StreamDecoder> text_out;
+  if (tok) text_out.emplace(*tok, /*skip_special=*/true);
+  // Embedding rows past the tokenizer's ids are padding (Qwen2.5: 151665..151935): never sample.
+  const int64_t sampleable = tok ? std::min(tok->vocab_size(), c.vocab_size) : c.vocab_size;
   Sampler sampler(a.sampling);
   KVCache cache = model->new_cache(static_cast<int64_t>(history.size()) + a.max_tokens);
 
@@ -48,9 +69,14 @@ void run(const GenerateArgs& a) {
   const auto t1 = clock::now();
   int generated = 0;
   for (; generated < a.max_tokens; ++generated) {
+    std::fill(logits.begin() + sampleable, logits.end(), -INFINITY);
     const int32_t next = sampler.sample(logits, history);
     history.push_back(next);
-    fmt::print("{}{}", generated ? " " : "", next);
+    if (text_out) {
+      fmt::print("{}", text_out->push(next));
+    } else {
+      fmt::print("{}{}", generated ? " " : "", next);
+    }
     std::fflush(stdout);
     const bool eos =
         std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) != c.eos_token_ids.end();
@@ -63,6 +89,7 @@ void run(const GenerateArgs& a) {
   const auto t2 = clock::now();
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  if (text_out) fmt::print("{}", text_out->flush());
   fmt::print("\n");
   std::fflush(stdout);
   fmt::print(stderr, "{} prompt tokens in {:.1f} ms, {} tokens generated at {:.1f} tok/s\n",
@@ -75,8 +102,9 @@ const bool registered = register_command([](CLI::App& root) {
   CLI::App* s = root.add_subcommand("generate", "Generate tokens from a model");
   s->add_option("--model", a->model, "checkpoint directory");
   s->add_option("--ids", a->ids, "prompt token ids, e.g. \"1 2 3\"");
-  s->add_option("--prompt", a->prompt, "prompt text (with --ladder)");
-  s->add_flag("--chat", a->chat, "wrap the prompt in the chat template (with --ladder)");
+  s->add_option("--prompt", a->prompt,
+                "prompt text (tokenized with the model's or ladder's tokenizer)");
+  s->add_flag("--chat", a->chat, "wrap the prompt in the Qwen2.5 chat template");
   add_ladder_flags(s, a->ladder);
   s->add_option("--max-tokens", a->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
   s->add_option("--temperature", a->sampling.temperature, "0 = greedy")
