@@ -32,7 +32,8 @@ struct SwitchArgs {
 void write_shape_map(const Ladder& l, int from, int to, int64_t k) {
   const ManifestRoute* route = l.route(from, to);
   if (route == nullptr || route->method != "maps") {
-    fail("--shape-map: ladder.json has no maps route {} → {}", l.rung(from).name(), l.rung(to).name());
+    fail("--shape-map: ladder.json has no maps route {} → {}", l.rung(from).name(),
+         l.rung(to).name());
   }
   if (route->maps_present()) return;
   auto s = Model::load(l.rung(from).path()), r = Model::load(l.rung(to).path());
@@ -58,7 +59,8 @@ void write_shape_map(const Ladder& l, int from, int to, int64_t k) {
     L.v_bias = L.k_bias;
     map.layers.push_back(std::move(L));
   }
-  map.info["note"] = fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
+  map.info["note"] =
+      fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
   write_map_dir(route->maps, map);
   fmt::print(stderr, "wrote a shape-only map (k = {}) to {}\n", k, route->maps.string());
 }
@@ -71,8 +73,8 @@ void run(const SwitchArgs& a) {
   if (!a.json) {
     fmt::print("switch {} → {} on {} ({} threads; median of {}; sender cache {})\n", a.from, a.to,
                l->name(), num_threads(), a.repeat, a.fill_sender ? "filled" : "prefilled natively");
-    fmt::print("{:>8}  {:<18} {:>10} {:>9} {:>9} {:>9} {:>12} {:>10}\n", "context", "policy", "switch ms",
-               "load ms", "carry ms", "decode", "FLOPs saved", "peak MiB");
+    fmt::print("{:>8}  {:<18} {:>10} {:>9} {:>9} {:>9} {:>12} {:>10}\n", "context", "policy",
+               "switch ms", "load ms", "carry ms", "decode", "FLOPs saved", "peak MiB");
   }
   std::mt19937 rng(1);
   for (int64_t n : a.contexts) {
@@ -92,9 +94,9 @@ void run(const SwitchArgs& a) {
         j["threads"] = num_threads();
         fmt::print("{}\n", j.dump());
       } else {
-        fmt::print("{:>8}  {:<18} {:>10.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>11.1f}% {:>10.1f}{}\n", n, m.policy, m.ms,
-                   m.load_ms, m.carry_ms, m.first_decode_ms, 100 * m.flops_saved, m.peak_mib,
-                   m.policy != p ? "  (" + m.note + ")" : "");
+        fmt::print("{:>8}  {:<18} {:>10.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>11.1f}% {:>10.1f}{}\n", n,
+                   m.policy, m.ms, m.load_ms, m.carry_ms, m.first_decode_ms, 100 * m.flops_saved,
+                   m.peak_mib, m.policy != p ? "  (" + m.note + ")" : "");
       }
       std::fflush(stdout);
     }
@@ -103,16 +105,20 @@ void run(const SwitchArgs& a) {
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<SwitchArgs>();
-  CLI::App* s = group(root, "bench", "Benchmarks that print figures")
-                    ->add_subcommand("switch", "Cost of one migration by policy and context length");
+  CLI::App* s =
+      group(root, "bench", "Benchmarks that print figures")
+          ->add_subcommand("switch", "Cost of one migration by policy and context length");
   s->add_option("--ladder", a->ladder, "ladder manifest")->required();
   s->add_option("--from", a->from, "sender rung")->required();
   s->add_option("--to", a->to, "receiver rung")->required();
   s->add_option("--contexts", a->contexts, "context lengths")->delimiter(',');
-  s->add_option("--policies", a->policies, "policies")->delimiter(',')->check(CLI::IsMember(policy_names()));
+  s->add_option("--policies", a->policies, "policies")
+      ->delimiter(',')
+      ->check(CLI::IsMember(policy_names()));
   s->add_option("--repeat", a->repeat, "runs per cell (median)")->check(CLI::PositiveNumber);
   s->add_flag("--fill-sender", a->fill_sender, "fill the sender's cache instead of prefilling it");
-  s->add_option("--shape-map", a->shape_map_k, "write a random map with k sources where the route has none");
+  s->add_option("--shape-map", a->shape_map_k,
+                "write a random map with k sources where the route has none");
   s->add_flag("--json", a->json, "one JSON object per cell");
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   s->callback([a] { run(*a); });

@@ -21,8 +21,9 @@ struct DemoArgs {
   std::string ladder = "models/tiny-ladder/ladder.json";
   std::string trace = "traces/spike_mid_answer.json";
   std::string synthetic;
-  std::string prompt = "The scheduler picks the next task to run on each CPU.";
+  std::string prompt = "initrd provides the capability to load a RAM disk by the boot loader.";
   int max_tokens = 56;
+  bool stop_at_eos = false;  // keep going past end-of-text so the spike always lands mid-answer
   int threads = 0;
 };
 
@@ -60,7 +61,8 @@ void condition_line(const std::string& label, const std::string& policy, const E
   if (!kl.empty()) {
     double mean = 0;
     for (double x : kl) mean += x;
-    kl_s = fmt::format("mean {:.3f} ({})", mean / static_cast<double>(kl.size()), list(kl, "{:.3f}"));
+    kl_s =
+        fmt::format("mean {:.3f} ({})", mean / static_cast<double>(kl.size()), list(kl, "{:.3f}"));
   }
   fmt::print("{:<13} killed={:<5}  tokens {:>3}  stall ms {:<46}  seam KL {:<30}  seam peak {}{}\n",
              label, d.killed, d.tokens, stall_s, kl_s, peak_s,
@@ -73,27 +75,33 @@ void run(const DemoArgs& a) {
   if (!a.synthetic.empty()) {
     manifest = fs::path(a.synthetic) / "ladder.json";
     if (!fs::exists(manifest)) {
-      fmt::print("writing a synthetic ladder (random weights, tiny-ladder sizes) to {}\n", a.synthetic);
+      fmt::print("writing a synthetic ladder (random weights, tiny-ladder sizes) to {}\n",
+                 a.synthetic);
       write_synthetic_ladder(a.synthetic);
       fit_missing_maps(*Ladder::open(manifest), stdout);
     }
   } else if (!fs::exists(manifest)) {
-    fail("{}: the tiny ladder is not here (build it with `make tiny-ladder`, pass --ladder FILE, or "
-         "run on random weights with --synthetic DIR)", manifest.string());
+    fail(
+        "{}: the tiny ladder is not here (build it with `make tiny-ladder`, pass --ladder FILE, or "
+        "run on random weights with --synthetic DIR)",
+        manifest.string());
   }
   auto ladder = Ladder::open(manifest);
   const PressureTrace trace = PressureTrace::load(a.trace);
   SessionOptions base;
   base.max_tokens = a.max_tokens;
+  base.stop_at_eos = a.stop_at_eos;
   const std::vector<int32_t> prompt = encode_prompt(*ladder, a.prompt, false, "", nullptr);
   const int64_t context = static_cast<int64_t>(prompt.size()) + base.max_tokens;
   ladder->reshape(FootprintShape{base.prefill_chunk, context, num_threads()});
 
-  fmt::print("molt demo · ladder {} · trace {} · {}\n", ladder->name(), trace.name, ladder->tokenizer_note());
+  fmt::print("molt demo · ladder {} · trace {} · {}\n", ladder->name(), trace.name,
+             ladder->tokenizer_note());
   print_ladder(stdout, *ladder, context);
   for (const ManifestRoute& r : ladder->manifest().routes) {
     if (r.method == "maps" && !r.maps_present()) {
-      fmt::print("  route {} → {}: no maps yet ({}): molt and heal re-prefill on it\n", r.from, r.to, r.maps.string());
+      fmt::print("  route {} → {}: no maps yet ({}): molt and heal re-prefill on it\n", r.from,
+                 r.to, r.maps.string());
     }
   }
   fmt::print("prompt ({} tokens): {}\n\n", prompt.size(), a.prompt);
@@ -106,10 +114,15 @@ void run(const DemoArgs& a) {
     Session(*ladder, budget, out, o).run(prompt);
   }
 
-  fmt::print("\nsame prompt and trace, each condition (seam KL = KL(p_sender ‖ p_receiver) at the seam):\n");
+  fmt::print(
+      "\nsame prompt and trace, each condition (seam KL = KL(p_sender ‖ p_receiver) at the "
+      "seam):\n");
   const std::vector<std::pair<std::string, Policy>> conditions = {
-      {"A hold", Policy::kHold}, {"B small", Policy::kSmall}, {"C reprefill", Policy::kReprefill},
-      {"D molt", Policy::kMolt}, {"  heal", Policy::kHeal}};
+      {"A hold", Policy::kHold},
+      {"B small", Policy::kSmall},
+      {"C reprefill", Policy::kReprefill},
+      {"D molt", Policy::kMolt},
+      {"  heal", Policy::kHeal}};
   for (const auto& [label, policy] : conditions) {
     TraceBudget budget(trace);
     EventLog log;
@@ -123,12 +136,16 @@ void run(const DemoArgs& a) {
 
 const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<DemoArgs>();
-  CLI::App* s = root.add_subcommand("demo", "The tiny ladder under a mid-answer memory spike, condition by condition");
+  CLI::App* s = root.add_subcommand(
+      "demo", "The tiny ladder under a mid-answer memory spike, condition by condition");
   s->add_option("--ladder", a->ladder, "ladder manifest");
   s->add_option("--trace", a->trace, "pressure trace");
-  s->add_option("--synthetic", a->synthetic, "use (or write) a random-weight ladder in this folder");
+  s->add_option("--synthetic", a->synthetic,
+                "use (or write) a random-weight ladder in this folder");
   s->add_option("--prompt", a->prompt, "prompt text");
   s->add_option("--max-tokens", a->max_tokens, "answer length")->check(CLI::PositiveNumber);
+  s->add_flag("--stop-at-eos", a->stop_at_eos,
+              "end the answer at end-of-text (the spike may then miss it)");
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   s->callback([a] { run(*a); });
 });

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <regex>
 
 #include "cmd_transfer_util.h"
@@ -31,7 +32,8 @@ struct FitArgs {
   int threads = 2;
   bool keep_stats = false;
   // merge / report
-  std::string dir, merge_out;
+  std::string dir, merge_out, merge_method, merge_k;
+  double merge_lambda = -1;
   bool json = false;
 };
 
@@ -41,6 +43,7 @@ std::string stats_name(int64_t index, int64_t count) {
 
 void log_line(const std::string& s) {
   fmt::print("{}\n", s);
+  std::fflush(stdout);  // the solve takes a while: show each line as it comes
 }
 
 int64_t parse_k(const std::string& k) {
@@ -161,6 +164,10 @@ void run_merge(const FitArgs& a) {
   }
   FitOptions o = fit_options_from_settings(st.settings);
   o.shard_index = 0;
+  // The same statistics solve other variants (ablations): method, k, λ.
+  if (!a.merge_method.empty()) o.method = a.merge_method;
+  if (!a.merge_k.empty()) o.k = parse_k(a.merge_k);
+  if (a.merge_lambda >= 0) o.lambda = a.merge_lambda;
   auto sender = Model::load(o.sender_dir);
   auto receiver = Model::load(o.receiver_dir);
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
@@ -293,9 +300,15 @@ const bool registered = register_command([](CLI::App& root) {
     if (f->get_subcommands().empty()) run_fit(*a);
   });
 
-  CLI::App* m = f->add_subcommand("merge", "Sum shard statistics in DIR, solve and write the map");
+  CLI::App* m = f->add_subcommand(
+      "merge",
+      "Sum the statistics files in DIR (shards, or one run's --keep-stats), solve, write the map");
   m->add_option("dir", a->dir, "directory holding stats-I-of-N.molt-stats")->required();
   m->add_option("--out", a->merge_out, "map directory (default: DIR)");
+  m->add_option("--method", a->merge_method, "solve as ridge or depth-remap (default: as fitted)")
+      ->check(CLI::IsMember({"ridge", "depth-remap", "diagonal"}));
+  m->add_option("--k", a->merge_k, "override k: N, all or auto");
+  m->add_option("--lambda", a->merge_lambda, "override λ")->check(CLI::NonNegativeNumber);
   m->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   m->callback([a] { run_merge(*a); });
 

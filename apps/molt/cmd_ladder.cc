@@ -18,7 +18,7 @@ struct SynthLadderArgs {
   std::string out;
   int64_t vocab = 512;
   uint64_t seed = 1;
-  bool reprefill_routes = false, fit_maps = false;
+  bool reprefill_routes = false, fit_maps = false, no_tokenizer = false;
 };
 
 void show(const ShowArgs& a) {
@@ -28,8 +28,9 @@ void show(const ShowArgs& a) {
   for (const ManifestRoute& r : l->manifest().routes) {
     fmt::print("  route {} → {}: {}\n", r.from, r.to,
                r.method == "reprefill" ? std::string("re-prefill")
-               : r.maps_present()      ? "maps " + r.maps.string()
-                                       : "maps " + r.maps.string() + " (absent: re-prefill until fitted)");
+               : r.maps_present()
+                   ? "maps " + r.maps.string()
+                   : "maps " + r.maps.string() + " (absent: re-prefill until fitted)");
   }
 }
 
@@ -39,21 +40,28 @@ const bool registered = register_command([](CLI::App& root) {
   auto a = std::make_shared<ShowArgs>();
   CLI::App* s = g->add_subcommand("show", "Rungs, footprints, routes and the tokenizer check");
   s->add_option("file", a->file, "ladder.json")->required();
-  s->add_option("--context", a->context, "tokens of KV cache in the footprint")->check(CLI::PositiveNumber);
+  s->add_option("--context", a->context, "tokens of KV cache in the footprint")
+      ->check(CLI::PositiveNumber);
   s->callback([a] { show(*a); });
 
   auto y = std::make_shared<SynthLadderArgs>();
-  CLI::App* w = g->add_subcommand("synth", "Write a random-weight 3-rung ladder (tiny-ladder sizes)");
+  CLI::App* w =
+      g->add_subcommand("synth", "Write a random-weight 3-rung ladder (tiny-ladder sizes)");
   w->add_option("--out", y->out, "output folder")->required();
-  w->add_option("--vocab", y->vocab, "vocabulary (257 .. 958)");
+  w->add_option("--vocab", y->vocab, "vocabulary (257 .. 958 with a tokenizer; any size without)");
+  w->add_flag("--no-tokenizer", y->no_tokenizer,
+              "write no tokenizer files (ids only; any vocabulary)");
   w->add_option("--seed", y->seed, "random seed");
-  w->add_flag("--reprefill-routes", y->reprefill_routes, "routes re-prefill instead of naming map folders");
-  w->add_flag("--fit-maps", y->fit_maps, "fit the routes' maps on random ids (real files, meaningless quality)");
+  w->add_flag("--reprefill-routes", y->reprefill_routes,
+              "routes re-prefill instead of naming map folders");
+  w->add_flag("--fit-maps", y->fit_maps,
+              "fit the routes' maps on random ids (real files, meaningless quality)");
   w->callback([y] {
     SyntheticLadderOptions o;
     o.vocab = y->vocab;
     o.seed = y->seed;
     o.route_method = y->reprefill_routes ? "reprefill" : "maps";
+    o.tokenizer = !y->no_tokenizer;
     const auto manifest = write_synthetic_ladder(y->out, o);
     fmt::print("wrote {}\n", manifest.string());
     if (y->fit_maps) fit_missing_maps(*Ladder::open(manifest), stdout);

@@ -28,7 +28,8 @@ void probe(const ProbeArgs& a) {
   LiveBudget live;
   for (const std::string& n : live.notes()) fmt::print("{}\n", n);
   for (int i = 0; i < a.samples; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(a.interval_ms));
+    if (i > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(a.interval_ms));
     fmt::print("budget (for a session using 0 MiB): {:.0f} MiB\n", live.budget_mib(BudgetQuery{}));
   }
 }
@@ -50,7 +51,8 @@ const bool registered = register_command([](CLI::App& root) {
 
   auto h = std::make_shared<HogArgs>();
   CLI::App* hog = g->add_subcommand("hog", "Allocate and hold memory (makes real pressure)");
-  hog->add_option("--mib", h->mib, "MiB to allocate (every page written)")->check(CLI::PositiveNumber);
+  hog->add_option("--mib", h->mib, "MiB to allocate (every page written)")
+      ->check(CLI::PositiveNumber);
   hog->add_option("--hold-ms", h->hold_ms, "how long to hold it")->check(CLI::NonNegativeNumber);
   hog->callback([h] {
     hog_foreground(h->mib, h->hold_ms, [](size_t bytes) {
@@ -63,7 +65,8 @@ const bool registered = register_command([](CLI::App& root) {
   auto p = std::make_shared<ProbeArgs>();
   CLI::App* pr = g->add_subcommand("probe", "Show the live memory signals of this machine");
   pr->add_option("--samples", p->samples, "budget readings")->check(CLI::PositiveNumber);
-  pr->add_option("--interval-ms", p->interval_ms, "between readings")->check(CLI::NonNegativeNumber);
+  pr->add_option("--interval-ms", p->interval_ms, "between readings")
+      ->check(CLI::NonNegativeNumber);
   pr->callback([p] { probe(*p); });
 
   auto file = std::make_shared<std::string>();

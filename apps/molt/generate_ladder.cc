@@ -40,9 +40,10 @@ void run_ladder_generate(const LadderFlags& f, const LadderRun& r) {
     Session(*ladder, *budget, out, o).run(prompt);
     return;
   }
-  ladder->reshape(FootprintShape{o.prefill_chunk, static_cast<int64_t>(prompt.size()) + o.max_tokens, num_threads()});
-  fmt::print(stderr, "ladder {} ({}), policy {}, budget: {}\n", ladder->name(), ladder->tokenizer_note(),
-             f.policy, budget->describe());
+  ladder->reshape(FootprintShape{
+      o.prefill_chunk, static_cast<int64_t>(prompt.size()) + o.max_tokens, num_threads()});
+  fmt::print(stderr, "ladder {} ({}), policy {}, budget: {}\n", ladder->name(),
+             ladder->tokenizer_note(), f.policy, budget->describe());
   print_ladder(stderr, *ladder, static_cast<int64_t>(prompt.size()) + o.max_tokens);
   fmt::print(stderr, "prompt: {} tokens\n", prompt.size());
   StreamPrinter out(stdout);

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "command.h"
 #include "molt/common/error.h"
@@ -11,9 +13,6 @@
 #include "molt/transfer/corpus.h"
 #include "molt/transfer/fit.h"
 #include "molt/transfer/map_file.h"
-
-#include <fstream>
-#include <random>
 
 namespace molt::cli {
 namespace {
@@ -26,20 +25,25 @@ void emit(std::FILE* out, const nlohmann::json& j) {
 }  // namespace
 
 void add_ladder_flags(CLI::App* s, LadderFlags& f) {
-  s->add_option("--ladder", f.ladder, "ladder manifest (ladder.json): generate on an elastic ladder");
+  s->add_option("--ladder", f.ladder,
+                "ladder manifest (ladder.json): generate on an elastic ladder");
   s->add_option("--trace", f.trace, "pressure trace (JSON) replayed as the memory budget");
   s->add_flag("--live", f.live, "take the budget from this machine (cgroup, PSI, MemAvailable)");
-  s->add_option("--policy", f.policy, "hold | small | reprefill | release-reprefill | molt | heal | auto")
+  s->add_option("--policy", f.policy,
+                "hold | small | reprefill | release-reprefill | molt | heal | auto")
       ->check(CLI::IsMember(policy_names()));
   s->add_flag("--json", f.json, "one JSON event per line");
   s->add_flag("--measure", f.measure, "measure seam KL and RSS per migration (slower seams)");
   s->add_option("--grace", f.grace, "hold: budget checks over budget before it is killed");
   s->add_option("--up-margin", f.up_margin, "move up only with this much headroom (fraction)");
   s->add_option("--up-after", f.up_after, "... sustained for this many checks");
-  s->add_option("--prefill-chunk", f.prefill_chunk, "tokens per prefill call")->check(CLI::PositiveNumber);
-  s->add_option("--heal-chunk", f.heal_chunk, "heal: positions per decode step")->check(CLI::PositiveNumber);
+  s->add_option("--prefill-chunk", f.prefill_chunk, "tokens per prefill call")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--heal-chunk", f.heal_chunk, "heal: positions per decode step")
+      ->check(CLI::PositiveNumber);
   s->add_option("--anchors", f.anchors, "molt: last context tokens re-run natively");
-  s->add_option("--recompute-layers", f.recompute_layers, "molt: receiver layers recomputed natively");
+  s->add_option("--recompute-layers", f.recompute_layers,
+                "molt: receiver layers recomputed natively");
 }
 
 SessionOptions session_options(const LadderFlags& f) {
@@ -83,7 +87,8 @@ void fit_missing_maps(const Ladder& l, std::FILE* log) {
   }
   for (const ManifestRoute& r : l.manifest().routes) {
     if (r.method != "maps" || r.maps_present()) continue;
-    auto s = Model::load(l.rung(l.index(r.from)).path()), d = Model::load(l.rung(l.index(r.to)).path());
+    auto s = Model::load(l.rung(l.index(r.from)).path()),
+         d = Model::load(l.rung(l.index(r.to)).path());
     FitOptions fo;
     fo.sequences = 16;
     fo.seq_len = 64;
@@ -96,7 +101,8 @@ void fit_missing_maps(const Ladder& l, std::FILE* log) {
     auto stream = TokenStream::ids(corpus);
     const RouteStats st = collect_stats(*s, *d, *stream, fo);
     write_map_dir(r.maps, solve_route(st, *s, *d, fo));
-    if (log) fmt::print(log, "fitted {} → {} on random ids into {}\n", r.from, r.to, r.maps.string());
+    if (log)
+      fmt::print(log, "fitted {} → {} on random ids into {}\n", r.from, r.to, r.maps.string());
   }
 }
 
@@ -138,36 +144,56 @@ void StreamPrinter::on_migration(const MigrationEvent& e) {
   if (!e.note.empty()) line("    " + e.note);
 }
 
-void StreamPrinter::on_budget(const BudgetEvent& e) { line(fmt::format("── budget {:.1f} MiB", e.mib)); }
+void StreamPrinter::on_budget(const BudgetEvent& e) {
+  line(fmt::format("── budget {:.1f} MiB", e.mib));
+}
 
 void StreamPrinter::on_park(const ParkEvent& e) {
-  line(fmt::format("⏸ parked{}: budget {:.1f} MiB < {:.1f} MiB (smallest rung); weights released, cache kept",
-                   e.rung.empty() ? "" : " " + e.rung, e.budget_mib, e.need_mib));
+  line(fmt::format(
+      "⏸ parked{}: budget {:.1f} MiB < {:.1f} MiB (smallest rung); weights released, cache kept",
+      e.rung.empty() ? "" : " " + e.rung, e.budget_mib, e.need_mib));
 }
 
 void StreamPrinter::on_resume(const ResumeEvent& e) {
-  line(fmt::format("▶ resumed on {} after {} checks ({:.0f} ms)", e.rung, e.waited_steps, e.waited_ms));
+  line(fmt::format("▶ resumed on {} after {} checks ({:.0f} ms)", e.rung, e.waited_steps,
+                   e.waited_ms));
 }
 
 void StreamPrinter::on_heal(const HealEvent& e) {
-  line(fmt::format("✚ healed {}: {} positions re-prefilled natively over {} decode steps ({:.0f} ms)",
-                   e.rung, e.positions, e.steps, e.ms));
+  line(fmt::format(
+      "✚ healed {}: {} positions re-prefilled natively over {} decode steps ({:.0f} ms)", e.rung,
+      e.positions, e.steps, e.ms));
 }
 
 void StreamPrinter::on_done(const DoneEvent& e) {
   if (!e.tail.empty()) fmt::print(out_, "{}", e.tail);
-  line(fmt::format("done: {} tokens · rungs {} · {} migrations ({:.0f} ms) · {} parks · "
-                   "peak {:.1f} MiB · killed={}",
-                   e.tokens, fmt::join(e.rungs_used, ", "), e.migrations, e.migration_ms, e.parks,
-                   e.peak_mib, e.killed));
+  line(
+      fmt::format("done: {} tokens · rungs {} · {} migrations ({:.0f} ms) · {} parks · "
+                  "peak {:.1f} MiB · killed={}",
+                  e.tokens, fmt::join(e.rungs_used, ", "), e.migrations, e.migration_ms, e.parks,
+                  e.peak_mib, e.killed));
 }
 
-void JsonPrinter::on_token(const TokenEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_migration(const MigrationEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_budget(const BudgetEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_park(const ParkEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_resume(const ResumeEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_heal(const HealEvent& e) { emit(out_, to_json(e)); }
-void JsonPrinter::on_done(const DoneEvent& e) { emit(out_, to_json(e)); }
+void JsonPrinter::on_token(const TokenEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_migration(const MigrationEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_budget(const BudgetEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_park(const ParkEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_resume(const ResumeEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_heal(const HealEvent& e) {
+  emit(out_, to_json(e));
+}
+void JsonPrinter::on_done(const DoneEvent& e) {
+  emit(out_, to_json(e));
+}
 
 }  // namespace molt::cli

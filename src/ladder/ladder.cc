@@ -38,7 +38,8 @@ std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintSh
 
   // One tokenizer for the whole ladder.
   std::vector<const Rung*> with, without;
-  for (const auto& r : l->rungs_) (has_tokenizer_files(r->path()) ? with : without).push_back(r.get());
+  for (const auto& r : l->rungs_)
+    (has_tokenizer_files(r->path()) ? with : without).push_back(r.get());
   const Rung* first = nullptr;
   for (const Rung* r : with) {
     auto tok = Tokenizer::load(r->path());
@@ -48,18 +49,19 @@ std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintSh
       continue;
     }
     if (tok->fingerprint() != l->tokenizer_->fingerprint()) {
-      fail("{}: rung '{}' ({}) has a different tokenizer from rung '{}' ({}): fingerprints {} "
-           "and {}; the rungs of a ladder must share one tokenizer",
-           src, r->name(), r->path().string(), first->name(), first->path().string(),
-           tok->fingerprint().substr(0, 12), l->tokenizer_->fingerprint().substr(0, 12));
+      fail(
+          "{}: rung '{}' ({}) has a different tokenizer from rung '{}' ({}): fingerprints {} "
+          "and {}; the rungs of a ladder must share one tokenizer",
+          src, r->name(), r->path().string(), first->name(), first->path().string(),
+          tok->fingerprint().substr(0, 12), l->tokenizer_->fingerprint().substr(0, 12));
     }
   }
   int64_t min_vocab = l->rungs_[0]->config().vocab_size;
   for (const auto& r : l->rungs_) min_vocab = std::min(min_vocab, r->config().vocab_size);
   if (l->tokenizer_) {
-    l->tokenizer_note_ = fmt::format("tokenizer {} shared by {} rung(s) (fingerprint {})",
-                                     l->tokenizer_->format(), with.size(),
-                                     l->tokenizer_->fingerprint().substr(0, 12));
+    l->tokenizer_note_ =
+        fmt::format("tokenizer {} shared by {} rung(s) (fingerprint {})", l->tokenizer_->format(),
+                    with.size(), l->tokenizer_->fingerprint().substr(0, 12));
     if (!without.empty()) {
       l->tokenizer_note_ += fmt::format("; rung '{}' has no tokenizer files", without[0]->name());
     }
@@ -67,10 +69,11 @@ std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintSh
   } else {
     for (const auto& r : l->rungs_) {
       if (r->config().vocab_size != l->rungs_[0]->config().vocab_size) {
-        fail("{}: no rung has tokenizer files and rung '{}' has vocab_size {} but rung '{}' has "
-             "{}; the rungs of a ladder must share one tokenizer",
-             src, r->name(), r->config().vocab_size, l->rungs_[0]->name(),
-             l->rungs_[0]->config().vocab_size);
+        fail(
+            "{}: no rung has tokenizer files and rung '{}' has vocab_size {} but rung '{}' has "
+            "{}; the rungs of a ladder must share one tokenizer",
+            src, r->name(), r->config().vocab_size, l->rungs_[0]->name(),
+            l->rungs_[0]->config().vocab_size);
       }
     }
     l->tokenizer_note_ = fmt::format(
@@ -80,9 +83,10 @@ std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintSh
   // A rung without tokenizer files must at least embed the tokenizer's ids.
   for (const Rung* r : without) {
     if (l->tokenizer_ && r->config().vocab_size < l->tokenizer_->vocab_size()) {
-      fail("{}: rung '{}' has no tokenizer files and its vocab_size {} is smaller than the "
-           "ladder tokenizer's {}",
-           src, r->name(), r->config().vocab_size, l->tokenizer_->vocab_size());
+      fail(
+          "{}: rung '{}' has no tokenizer files and its vocab_size {} is smaller than the "
+          "ladder tokenizer's {}",
+          src, r->name(), r->config().vocab_size, l->tokenizer_->vocab_size());
     }
   }
   return l;

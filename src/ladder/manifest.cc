@@ -53,7 +53,8 @@ LadderManifest LadderManifest::parse(const nlohmann::json& j, const fs::path& fi
   m.name = string_field(j, "name", src);
 
   const nlohmann::json& rungs = field(j, "rungs", src);
-  if (!rungs.is_array()) fail("{}: field 'rungs' is a {}, expected an array", src, rungs.type_name());
+  if (!rungs.is_array())
+    fail("{}: field 'rungs' is a {}, expected an array", src, rungs.type_name());
   if (rungs.empty()) fail("{}: field 'rungs' lists no rungs", src);
   std::set<std::string> names;
   for (size_t i = 0; i < rungs.size(); ++i) {
@@ -102,8 +103,8 @@ LadderManifest LadderManifest::parse(const nlohmann::json& j, const fs::path& fi
       } else {
         r.method = string_field(o, "method", where);
         if (r.method != "reprefill") {
-          fail("{}.method: '{}' is not a method (\"reprefill\"; carry a cache with 'maps')",
-               where, r.method);
+          fail("{}.method: '{}' is not a method (\"reprefill\"; carry a cache with 'maps')", where,
+               r.method);
         }
       }
       m.routes.push_back(std::move(r));

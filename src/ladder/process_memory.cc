@@ -4,6 +4,10 @@
 
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -57,6 +61,12 @@ ProcessMemory read_process_memory() {
 
 size_t process_rss_bytes(int pid) {
   return kib_field(slurp("/proc/" + std::to_string(pid) + "/status"), "VmRSS");
+}
+
+void return_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 bool reset_peak_rss() {

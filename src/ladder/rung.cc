@@ -8,6 +8,7 @@
 
 #include "molt/common/error.h"
 #include "molt/formats/safetensors.h"
+#include "molt/ladder/process_memory.h"
 
 namespace molt {
 namespace {
@@ -20,9 +21,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 const char* rung_state_name(RungState s) {
   switch (s) {
-    case RungState::kReleased: return "released";
-    case RungState::kLoaded: return "loaded";
-    case RungState::kParked: return "parked";
+    case RungState::kReleased:
+      return "released";
+    case RungState::kLoaded:
+      return "loaded";
+    case RungState::kParked:
+      return "parked";
   }
   return "?";
 }
@@ -73,6 +77,12 @@ double Rung::load() {
   return ms_since(t0);
 }
 
+void Rung::open_parked() {
+  if (state_ != RungState::kReleased) return;
+  model_ = Model::load(spec_.path);
+  state_ = RungState::kParked;
+}
+
 void Rung::park() {
   if (state_ != RungState::kLoaded) return;
   model_->store().release_pages();
@@ -91,15 +101,20 @@ double Rung::unpark() {
 }
 
 void Rung::release() {
+  if (!model_) return;
   model_.reset();
   state_ = RungState::kReleased;
+  return_free_memory();  // the f32 norms and biases
 }
 
 size_t Rung::resident_bytes() const {
   switch (state_) {
-    case RungState::kReleased: return 0;
-    case RungState::kParked: return footprint_.heap_weight_bytes;
-    case RungState::kLoaded: return footprint_.heap_weight_bytes + footprint_.weight_bytes;
+    case RungState::kReleased:
+      return 0;
+    case RungState::kParked:
+      return footprint_.heap_weight_bytes;
+    case RungState::kLoaded:
+      return footprint_.heap_weight_bytes + footprint_.weight_bytes;
   }
   return 0;
 }

@@ -30,16 +30,19 @@ std::string merges_txt(int64_t count, const std::string& salt) {
       out += std::string(1, a) + " " + b + "\n";
     }
   }
-  if (n < count) fail("synthetic ladder: vocab {} needs more merges than the generator makes", count + 256);
+  if (n < count)
+    fail("synthetic ladder: vocab {} needs more merges than the generator makes", count + 256);
   return out;
 }
 
 }  // namespace
 
 fs::path write_synthetic_ladder(const fs::path& dir, const SyntheticLadderOptions& o) {
-  if (o.vocab <= 256 || o.vocab > 256 + 26 + 26 * 26) {
-    fail("synthetic ladder: vocab {} must be in (256, {}]", o.vocab, 256 + 26 + 26 * 26);
+  if (o.tokenizer && (o.vocab <= 256 || o.vocab > 256 + 26 + 26 * 26)) {
+    fail("synthetic ladder: vocab {} must be in (256, {}] with a tokenizer", o.vocab,
+         256 + 26 + 26 * 26);
   }
+  if (o.vocab <= 0) fail("synthetic ladder: vocab {} must be positive", o.vocab);
   if (o.route_method != "maps" && o.route_method != "reprefill") {
     fail("synthetic ladder: route method '{}' is not 'maps' or 'reprefill'", o.route_method);
   }
@@ -71,7 +74,9 @@ fs::path write_synthetic_ladder(const fs::path& dir, const SyntheticLadderOption
     }
     rungs.push_back({{"name", r.name},
                      {"path", r.name},
-                     {"precision", o.dtype == DType::F32 ? "f32" : o.dtype == DType::F16 ? "f16" : "bf16"}});
+                     {"precision", o.dtype == DType::F32   ? "f32"
+                                   : o.dtype == DType::F16 ? "f16"
+                                                           : "bf16"}});
   }
   // Every ordered pair: a budget may skip a rung on the way down or back up.
   for (const SyntheticRung& a : o.rungs) {
@@ -87,7 +92,9 @@ fs::path write_synthetic_ladder(const fs::path& dir, const SyntheticLadderOption
     }
   }
   const fs::path manifest = dir / "ladder.json";
-  std::ofstream(manifest) << nlohmann::json{{"name", "synthetic-ladder"}, {"rungs", rungs}, {"routes", routes}}.dump(2) << "\n";
+  std::ofstream(manifest)
+      << nlohmann::json{{"name", "synthetic-ladder"}, {"rungs", rungs}, {"routes", routes}}.dump(2)
+      << "\n";
   return manifest;
 }
 

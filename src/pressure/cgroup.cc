@@ -33,7 +33,8 @@ std::optional<fs::path> mount_point(const std::string& fstype, const std::string
     pre >> id >> parent >> dev >> root >> mnt;
     post >> type >> source >> opts;
     if (type != fstype) continue;
-    if (!option.empty() && ("," + opts + ",").find("," + option + ",") == std::string::npos) continue;
+    if (!option.empty() && ("," + opts + ",").find("," + option + ",") == std::string::npos)
+      continue;
     return fs::path(mnt);
   }
   return std::nullopt;
@@ -81,7 +82,8 @@ std::optional<uint64_t> parse_cgroup_limit(const std::string& text, const std::s
   return v;
 }
 
-std::map<std::string, uint64_t> parse_key_values(const std::string& text, const std::string& source) {
+std::map<std::string, uint64_t> parse_key_values(const std::string& text,
+                                                 const std::string& source) {
   std::map<std::string, uint64_t> out;
   std::istringstream in(text);
   std::string line;
@@ -106,15 +108,19 @@ std::optional<CgroupMemory> read_cgroup_memory(std::string* why_not) {
     const fs::path dir = *mnt / fs::path(*rel).relative_path();
     const auto current = slurp(dir / "memory.current");
     if (!current) {
-      v2_reason = fmt::format("{} has no memory.current (memory controller not enabled)", dir.string());
+      v2_reason =
+          fmt::format("{} has no memory.current (memory controller not enabled)", dir.string());
     } else {
       CgroupMemory m;
       m.version = 2;
       m.dir = dir;
       m.current = parse_u64(*current, (dir / "memory.current").string());
-      if (auto t = slurp(dir / "memory.max")) m.max = parse_cgroup_limit(*t, (dir / "memory.max").string());
-      if (auto t = slurp(dir / "memory.high")) m.high = parse_cgroup_limit(*t, (dir / "memory.high").string());
-      if (auto t = slurp(dir / "memory.events")) m.events = parse_key_values(*t, (dir / "memory.events").string());
+      if (auto t = slurp(dir / "memory.max"))
+        m.max = parse_cgroup_limit(*t, (dir / "memory.max").string());
+      if (auto t = slurp(dir / "memory.high"))
+        m.high = parse_cgroup_limit(*t, (dir / "memory.high").string());
+      if (auto t = slurp(dir / "memory.events"))
+        m.events = parse_key_values(*t, (dir / "memory.events").string());
       return m;
     }
   }
@@ -134,9 +140,12 @@ std::optional<CgroupMemory> read_cgroup_memory(std::string* why_not) {
       m.version = 1;
       m.dir = dir;
       m.current = parse_u64(*usage, (dir / "memory.usage_in_bytes").string());
-      if (auto t = slurp(dir / "memory.limit_in_bytes")) m.max = parse_cgroup_limit(*t, (dir / "memory.limit_in_bytes").string());
-      if (auto t = slurp(dir / "memory.soft_limit_in_bytes")) m.high = parse_cgroup_limit(*t, (dir / "memory.soft_limit_in_bytes").string());
-      if (auto t = slurp(dir / "memory.failcnt")) m.events["max"] = parse_u64(*t, (dir / "memory.failcnt").string());
+      if (auto t = slurp(dir / "memory.limit_in_bytes"))
+        m.max = parse_cgroup_limit(*t, (dir / "memory.limit_in_bytes").string());
+      if (auto t = slurp(dir / "memory.soft_limit_in_bytes"))
+        m.high = parse_cgroup_limit(*t, (dir / "memory.soft_limit_in_bytes").string());
+      if (auto t = slurp(dir / "memory.failcnt"))
+        m.events["max"] = parse_u64(*t, (dir / "memory.failcnt").string());
       if (auto t = slurp(dir / "memory.oom_control")) {
         auto kv = parse_key_values(*t, (dir / "memory.oom_control").string());
         if (kv.count("oom_kill")) m.events["oom_kill"] = kv["oom_kill"];

@@ -30,7 +30,8 @@ void* take(size_t bytes) {
 }
 
 void sleep_ms(double ms) {
-  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(static_cast<int64_t>(ms * 1e6) % 1000000000)};
+  timespec ts{static_cast<time_t>(ms / 1000),
+              static_cast<long>(static_cast<int64_t>(ms * 1e6) % 1000000000)};
   while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
@@ -73,7 +74,9 @@ std::unique_ptr<Hog> Hog::start(size_t mib, double hold_ms) {
   return h;
 }
 
-Hog::~Hog() { stop(); }
+Hog::~Hog() {
+  stop();
+}
 
 bool Hog::running() {
   if (pid_ <= 0) return false;

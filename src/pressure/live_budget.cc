@@ -1,10 +1,10 @@
 // The live budget: headroom from the sources this machine has, squeezed while the kernel
 // reports pressure.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "molt/pressure/live.h"
 
@@ -44,10 +44,11 @@ LiveBudget::LiveBudget(const LiveOptions& o) : o_(o) {
   }
   if (auto psi = read_psi_memory(&why)) {
     trigger_ = PsiTrigger::open(o.psi_stall_us, o.psi_window_us, &why);
-    notes_.push_back(trigger_ ? fmt::format("PSI memory: some avg10 {:.2f}%; trigger {} µs stalled per {} µs",
-                                            psi->some.avg10, o.psi_stall_us, o.psi_window_us)
-                              : fmt::format("PSI memory: some avg10 {:.2f}%; trigger skipped: {}",
-                                            psi->some.avg10, why));
+    notes_.push_back(
+        trigger_ ? fmt::format("PSI memory: some avg10 {:.2f}%; trigger {} µs stalled per {} µs",
+                               psi->some.avg10, o.psi_stall_us, o.psi_window_us)
+                 : fmt::format("PSI memory: some avg10 {:.2f}%; trigger skipped: {}",
+                               psi->some.avg10, why));
   } else {
     notes_.push_back("PSI: skipped: " + why);
   }
@@ -61,7 +62,8 @@ double LiveBudget::budget_mib(const BudgetQuery& q) {
   if (cgroup_) {
     if (auto cg = read_cgroup_memory(nullptr)) {
       if (auto lim = cg->limit()) {
-        headroom = std::min(headroom, (static_cast<double>(*lim) - static_cast<double>(cg->current)) / kMiB);
+        headroom = std::min(headroom,
+                            (static_cast<double>(*lim) - static_cast<double>(cg->current)) / kMiB);
       }
       const uint64_t events = event_count(*cg);
       squeeze = events > last_events_;
@@ -90,6 +92,8 @@ void LiveBudget::idle(double poll_ms) {
   }
 }
 
-std::string LiveBudget::describe() const { return "live (" + fmt::format("{}", fmt::join(notes_, "; ")) + ")"; }
+std::string LiveBudget::describe() const {
+  return "live (" + fmt::format("{}", fmt::join(notes_, "; ")) + ")";
+}
 
 }  // namespace molt

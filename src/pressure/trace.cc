@@ -60,7 +60,8 @@ PressureTrace PressureTrace::parse(const nlohmann::json& j, const std::string& s
     if (tp.value < 0) {
       fail("{}.{}: {} is negative", where, frac ? "budget_frac" : "budget_mib", tp.value);
     }
-    if (i == 0 && tp.at != 0) fail("{}.at: the first point must be at 0 (the starting budget), not {}", where, tp.at);
+    if (i == 0 && tp.at != 0)
+      fail("{}.at: the first point must be at 0 (the starting budget), not {}", where, tp.at);
     if (i > 0 && tp.at <= t.points.back().at) {
       fail("{}.at: {} is not after points[{}].at {}", where, tp.at, i - 1, t.points.back().at);
     }

@@ -1,7 +1,7 @@
+#include <fmt/core.h>
+
 #include <chrono>
 #include <thread>
-
-#include <fmt/core.h>
 
 #include "molt/pressure/budget.h"
 

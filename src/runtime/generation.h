@@ -1,7 +1,6 @@
 // The state of one generation that a migration moves from rung to rung (private to runtime/).
 #pragma once
 
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,8 +50,7 @@ struct Generation {
   std::vector<int32_t> history;    // prompt + answer so far
   int64_t capacity = 0;            // positions the caches are allocated for
   bool keep_hidden = false;        // caches keep hidden states (selective recompute needs them)
-  size_t rss_base = 0;             // process RSS before any rung was loaded
-  std::map<std::pair<int, int>, std::unique_ptr<CacheMap>> maps;  // loaded per route
+  size_t rss_base = 0;             // measure_rss: RSS that is not the rungs' (see migrate.cc)
   std::unique_ptr<HealJob> heal;
   std::vector<float> sender_seam_logits;  // measure_seams: the sender's view of the seam
   double evidence_ms = 0;                 // time spent measuring, kept out of the seam's cost

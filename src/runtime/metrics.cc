@@ -16,7 +16,8 @@ double prefill_flops(const ModelConfig& c, int64_t n) {
   return per_token * N + attention + 2 * d * static_cast<double>(c.vocab_size);
 }
 
-double kl_from_logits(std::span<const float> p_logits, std::span<const float> q_logits, int64_t vocab) {
+double kl_from_logits(std::span<const float> p_logits, std::span<const float> q_logits,
+                      int64_t vocab) {
   const size_t V = static_cast<size_t>(
       std::min<int64_t>(vocab, static_cast<int64_t>(std::min(p_logits.size(), q_logits.size()))));
   auto log_softmax = [V](std::span<const float> x) {

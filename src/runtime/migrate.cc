@@ -46,13 +46,13 @@ std::string no_map_reason(const Ladder& l, int from, int to) {
   return "";
 }
 
-const CacheMap& map_for(Generation& g, int from, int to) {
-  auto& slot = g.maps[{from, to}];
-  if (!slot) {
-    slot = CacheMap::load(g.ladder.route(from, to)->maps, g.ladder.rung(from).model(),
-                          g.ladder.rung(to).model());
-  }
-  return *slot;
+// Bytes of a route's map file: about what the loaded map holds; loading it briefly needs twice
+// that (the file's pages and the copy).
+double map_bytes(const Ladder& l, int from, int to) {
+  const ManifestRoute* r = l.route(from, to);
+  std::error_code ec;
+  const auto n = r ? std::filesystem::file_size(r->maps / "map.safetensors", ec) : 0;
+  return ec ? 0.0 : static_cast<double>(n);
 }
 
 }  // namespace
@@ -116,10 +116,12 @@ MigrationPlan plan_migration(const Generation& g, int to, double budget_mib) {
       const double res = map_residual(g.ladder.route(p.from, to)->maps);
       if (res >= 0 && res <= g.o.auto_max_residual) {
         p.policy = Policy::kMolt;
-        p.note = fmt::format("auto: map residual {:.2f} ≤ {:.2f}: molt", res, g.o.auto_max_residual);
+        p.note =
+            fmt::format("auto: map residual {:.2f} ≤ {:.2f}: molt", res, g.o.auto_max_residual);
       } else {
         p.policy = Policy::kHeal;
-        p.note = res >= 0 ? fmt::format("auto: map residual {:.2f} > {:.2f}: heal", res, g.o.auto_max_residual)
+        p.note = res >= 0 ? fmt::format("auto: map residual {:.2f} > {:.2f}: heal", res,
+                                        g.o.auto_max_residual)
                           : "auto: map quality unknown: heal";
       }
     }
@@ -135,17 +137,29 @@ MigrationPlan plan_migration(const Generation& g, int to, double budget_mib) {
   const double receiver = static_cast<double>(fr.total(0) + g.kv_bytes(to));
   double peak = receiver;
   switch (p.policy) {
-    case Policy::kReprefill: peak += static_cast<double>(s.resident_bytes()) + kv_s; break;
+    case Policy::kReprefill:
+      peak += static_cast<double>(s.resident_bytes()) + kv_s;
+      break;
     case Policy::kMolt:
-    case Policy::kHeal: peak += static_cast<double>(fs.heap_weight_bytes) + kv_s; break;
-    default: break;
+    case Policy::kHeal: {
+      // The map loads before the receiver's weights are touched, then stays until applied.
+      const double map = map_bytes(g.ladder, p.from, to),
+                   parked_s = static_cast<double>(fs.heap_weight_bytes);
+      peak = std::max(parked_s + kv_s + static_cast<double>(fr.heap_weight_bytes) + 2 * map,
+                      receiver + parked_s + kv_s + map);
+      break;
+    }
+    default:
+      break;
   }
   p.peak_mib = peak / kMiB;
   if (requested == Policy::kAuto && (p.policy == Policy::kMolt || p.policy == Policy::kHeal) &&
       p.peak_mib > budget_mib && receiver / kMiB <= budget_mib) {
     p.policy = Policy::kReleaseReprefill;
-    p.note += fmt::format("; but the sender's cache beside the receiver ({:.1f} MiB) would not fit "
-                          "{:.1f} MiB: re-prefill", p.peak_mib, budget_mib);
+    p.note += fmt::format(
+        "; but the sender's cache beside the receiver ({:.1f} MiB) would not fit "
+        "{:.1f} MiB: re-prefill",
+        p.peak_mib, budget_mib);
     p.peak_mib = receiver / kMiB;
   }
   return p;
@@ -175,8 +189,14 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
     g.cache->truncate(n);
     g.evidence_ms = ms_since(t);
   }
-  // The measured window opens once the sender is what the policy makes it: still resident
-  // for reprefill, released or parked for the others (the budget cut finds it resident).
+  // Measured peak = RSS high-water mark less the process's own overhead (code, tokenizer,
+  // BLAS and thread buffers: RSS beyond the accounted weights and cache just before the cut).
+  // The window opens once the sender is what the policy makes it: still resident for
+  // reprefill, released or parked for the others (the budget cut finds it resident).
+  if (g.o.measure_rss) {
+    const double accounted = static_cast<double>(g.ladder.resident_bytes() + g.kv_bytes(p.from));
+    g.rss_base = static_cast<size_t>(std::max(0.0, read_process_memory().rss_bytes - accounted));
+  }
   auto open_rss_window = [&] {
     if (g.o.measure_rss) reset_peak_rss();
   };
@@ -188,19 +208,23 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
       open_rss_window();
       e.load_ms = receiver.load();
       t0 = Clock::now();
-      dst = prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
+      dst =
+          prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
       e.carry_ms = ms_since(t0);
       g.cache.reset();
       sender.release();
+      return_free_memory();
       break;
 
     case Policy::kReleaseReprefill:  // the sender goes first: the peak is the receiver alone
       g.cache.reset();
       sender.release();
+      return_free_memory();
       open_rss_window();
       e.load_ms = receiver.load();
       t0 = Clock::now();
-      dst = prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
+      dst =
+          prefill_chunked(receiver.model(), g.new_cache(p.to), context, g.o.prefill_chunk, nullptr);
       e.carry_ms = ms_since(t0);
       break;
 
@@ -208,23 +232,33 @@ MigrationEvent migrate(Generation& g, const MigrationPlan& p) {
     case Policy::kHeal: {
       sender.park();
       open_rss_window();
+      // The map loads (and is checked against both geometries) before the receiver's weights
+      // are touched, so its transient does not add to theirs.
+      t0 = Clock::now();
+      receiver.open_parked();
+      std::unique_ptr<CacheMap> map =
+          CacheMap::load(g.ladder.route(p.from, p.to)->maps, sender.model(), receiver.model());
+      e.carry_ms = ms_since(t0);
       e.load_ms = receiver.load();
       t0 = Clock::now();
-      const CacheMap& map = map_for(g, p.from, p.to);
       dst = g.new_cache(p.to);
-      map.apply(sender.model(), *g.cache, receiver.model(), context, g.o.transfer, *dst);
-      e.carry_ms = ms_since(t0);
+      map->apply(sender.model(), *g.cache, receiver.model(), context, g.o.transfer, *dst);
+      e.carry_ms += ms_since(t0);
+      const double full = prefill_flops(receiver.config(), n);
+      e.flops_saved =
+          std::clamp(1.0 - map->flops_per_position() * static_cast<double>(n) / full, 0.0, 1.0);
+      map.reset();  // maps are loaded per migration: memory is what is short
       g.cache.reset();
       sender.release();
-      const double full = prefill_flops(receiver.config(), n);
-      e.flops_saved = std::clamp(1.0 - map.flops_per_position() * static_cast<double>(n) / full, 0.0, 1.0);
+      return_free_memory();
       if (p.policy == Policy::kHeal) g.heal = std::make_unique<HealJob>(receiver.model(), context);
       break;
     }
     default:
       fail("migrate: policy {} does not migrate", policy_name(p.policy));
   }
-  if (dst->size() != n) fail("migrate: the receiver's cache holds {} positions, expected {}", dst->size(), n);
+  if (dst->size() != n)
+    fail("migrate: the receiver's cache holds {} positions, expected {}", dst->size(), n);
   g.cache = std::move(dst);
   g.rung = p.to;
   if (g.o.measure_rss) {

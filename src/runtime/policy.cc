@@ -8,20 +8,27 @@ namespace molt {
 
 const char* policy_name(Policy p) {
   switch (p) {
-    case Policy::kHold: return "hold";
-    case Policy::kSmall: return "small";
-    case Policy::kReprefill: return "reprefill";
-    case Policy::kReleaseReprefill: return "release-reprefill";
-    case Policy::kMolt: return "molt";
-    case Policy::kHeal: return "heal";
-    case Policy::kAuto: return "auto";
+    case Policy::kHold:
+      return "hold";
+    case Policy::kSmall:
+      return "small";
+    case Policy::kReprefill:
+      return "reprefill";
+    case Policy::kReleaseReprefill:
+      return "release-reprefill";
+    case Policy::kMolt:
+      return "molt";
+    case Policy::kHeal:
+      return "heal";
+    case Policy::kAuto:
+      return "auto";
   }
   return "?";
 }
 
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> names = {"hold", "small", "reprefill", "release-reprefill",
-                                                 "molt", "heal", "auto"};
+                                                 "molt", "heal",  "auto"};
   return names;
 }
 

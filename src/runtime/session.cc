@@ -10,6 +10,7 @@
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/process_memory.h"
+#include "molt/transfer/map_file.h"
 #include "runtime/generation.h"
 
 namespace molt {
@@ -36,7 +37,8 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
   const int64_t vocab = ladder_.vocab_size();
   if (prompt.empty()) fail("the prompt has no tokens");
   for (int32_t id : prompt) {
-    if (id < 0 || id >= vocab) fail("prompt token id {} is outside the ladder's vocabulary [0, {})", id, vocab);
+    if (id < 0 || id >= vocab)
+      fail("prompt token id {} is outside the ladder's vocabulary [0, {})", id, vocab);
   }
   for (int r = 0; r < ladder_.size(); ++r) ladder_.rung(r).release();
 
@@ -45,7 +47,9 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
   ladder_.reshape(FootprintShape{o_.prefill_chunk, g.capacity, num_threads()});
   g.keep_hidden = o_.transfer.recompute_layers > 0;
   g.history.assign(prompt.begin(), prompt.end());
-  g.rss_base = read_process_memory().rss_bytes;
+  // Measurement only: page in the map verifier's code (SHA-256) once, so the first map load's
+  // library pages are not counted as the migration's memory.
+  if (o_.measure_rss) sha256_file(ladder_.manifest().file);
   const int bottom = ladder_.size() - 1;
   const double reference_mib = g.footprint_mib(0);
   const bool hold = o_.policy == Policy::kHold, small = o_.policy == Policy::kSmall;
@@ -54,7 +58,8 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
   DoneEvent& done = res.done;
   Sampler sampler(o_.sampling);
   std::unique_ptr<StreamDecoder> text;
-  if (ladder_.tokenizer()) text = std::make_unique<StreamDecoder>(*ladder_.tokenizer());
+  if (ladder_.tokenizer())
+    text = std::make_unique<StreamDecoder>(*ladder_.tokenizer(), /*skip_special=*/true);
   const Clock::time_point t_start = Clock::now();
   int64_t step = 0;
   double last_budget = NAN;
@@ -65,7 +70,9 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
     if (g.rung >= 0 && ladder_.rung(g.rung).state() == RungState::kLoaded) {
       b += static_cast<double>(ladder_.rung(g.rung).footprint().scratch_bytes);
     }
-    if (g.heal) b += static_cast<double>(runtime::HealJob::extra_bytes(ladder_.rung(g.rung).config(), g.heal->positions()));
+    if (g.heal)
+      b += static_cast<double>(
+          runtime::HealJob::extra_bytes(ladder_.rung(g.rung).config(), g.heal->positions()));
     return b / kMiB;
   };
   auto query = [&] {
@@ -110,10 +117,13 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
       budget_.idle(o_.poll_ms);
       budget = query();
       note_usage(budget);
-      if (const int r = choose(budget); r >= 0) return std::tuple{r, waited, ms_between(t0, Clock::now()), budget};
+      if (const int r = choose(budget); r >= 0)
+        return std::tuple{r, waited, ms_between(t0, Clock::now()), budget};
       if (waited >= o_.max_parked_steps) {
-        fail("parked for {} budget checks: the budget ({:.1f} MiB) never came back above the "
-             "smallest rung ({:.1f} MiB)", waited, budget, g.footprint_mib(bottom));
+        fail(
+            "parked for {} budget checks: the budget ({:.1f} MiB) never came back above the "
+            "smallest rung ({:.1f} MiB)",
+            waited, budget, g.footprint_mib(bottom));
       }
     }
   };
@@ -134,6 +144,13 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
   // The whole prompt goes in; from here on the cache holds every token but the pending one.
   g.cache = runtime::prefill_chunked(ladder_.rung(start).model(), g.new_cache(start), g.history,
                                      o_.prefill_chunk, &logits);
+  // The process's own overhead (code, tokenizer, BLAS and thread buffers): what RSS holds
+  // beyond the accounted weights and cache once the first prefill has run.
+  if (o_.measure_rss) {
+    const double rss = static_cast<double>(read_process_memory().rss_bytes);
+    g.rss_base = static_cast<size_t>(
+        std::max(0.0, rss - static_cast<double>(ladder_.resident_bytes() + g.kv_bytes(start))));
+  }
   note_usage(budget);
 
   int64_t over = 0, up_count = 0;
@@ -152,11 +169,14 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
         e.budget_mib = budget;
         e.at_token = i;
         if (g.heal) {
-          const double need = g.footprint_mib(g.rung) +
-                              runtime::HealJob::extra_bytes(ladder_.rung(g.rung).config(), g.heal->positions()) / kMiB;
+          const double need =
+              g.footprint_mib(g.rung) +
+              runtime::HealJob::extra_bytes(ladder_.rung(g.rung).config(), g.heal->positions()) /
+                  kMiB;
           if (need > budget) {
             g.heal.reset();
-            e.note += fmt::format("heal skipped: it needs {:.1f} MiB > budget {:.1f} MiB", need, budget);
+            e.note +=
+                fmt::format("heal skipped: it needs {:.1f} MiB > budget {:.1f} MiB", need, budget);
           }
         }
         done.peak_mib = std::max(done.peak_mib, e.peak_mib);
@@ -204,7 +224,8 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
       const Model& model = ladder_.rung(g.rung).model();
       if (g.heal && !moved) {
         if (g.heal->step(model, *g.cache, g.history, o_.heal_chunk)) {
-          sink_.on_heal(HealEvent{ladder_.rung(g.rung).name(), i, g.heal->positions(), g.heal->steps(), g.heal->ms()});
+          sink_.on_heal(HealEvent{ladder_.rung(g.rung).name(), i, g.heal->positions(),
+                                  g.heal->steps(), g.heal->ms()});
           g.heal.reset();
         }
       }
@@ -225,11 +246,13 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
       }
     }
 
-    const int32_t tok = sampler.sample(std::span<float>(logits.data(), static_cast<size_t>(vocab)), g.history);
+    const int32_t tok =
+        sampler.sample(std::span<float>(logits.data(), static_cast<size_t>(vocab)), g.history);
     g.history.push_back(tok);
     res.tokens.push_back(tok);
     res.rungs.push_back(ladder_.rung(g.rung).name());
-    TokenEvent te{i, text ? text->push(tok) : fmt::format("<{}>", tok), tok, ladder_.rung(g.rung).name()};
+    TokenEvent te{i, text ? text->push(tok) : fmt::format("<{}>", tok), tok,
+                  ladder_.rung(g.rung).name()};
     sink_.on_token(te);
     const auto& eos = ladder_.rung(g.rung).config().eos_token_ids;
     const bool stop = std::find(eos.begin(), eos.end(), tok) != eos.end() ||

@@ -30,7 +30,8 @@ MigrationEvent measure_switch(Ladder& ladder, int from, int to, std::span<const 
   g.rung = from;
   const auto context = g.context();
   if (so.native_sender_cache) {
-    g.cache = runtime::prefill_chunked(sender.model(), g.new_cache(from), context, so.prefill_chunk, nullptr);
+    g.cache = runtime::prefill_chunked(sender.model(), g.new_cache(from), context, so.prefill_chunk,
+                                       nullptr);
   } else {
     g.cache = g.new_cache(from);
     const int64_t n = static_cast<int64_t>(context.size());

@@ -97,42 +97,58 @@ class LinearCacheMap final : public CacheMap {
     dst.set_size(n);
     if (n == 0) return;
     const int64_t mapped = gr.n_layers - r;
-    const int64_t kvs = gs.kv_dim(), kvr = gr.kv_dim();
+    const int64_t kvs = gs.kv_dim();
 
     if (map_.method == "diagonal") {
       apply_diagonal(src, dst, n, mapped);
     } else {
       // Un-rotate the sender layers the mapped receiver layers read, once each.
-      std::vector<char> need(static_cast<size_t>(gs.n_layers), 0);
-      for (int64_t j = 0; j < mapped; ++j) {
-        for (int64_t s : map_.layers[j].k_sources) need[s] = 1;
+      std::vector<int64_t> need;
+      for (int64_t l = 0; l < gs.n_layers; ++l) {
+        for (int64_t j = 0; j < mapped; ++j) {
+          const auto& ks = map_.layers[j].k_sources;
+          if (std::find(ks.begin(), ks.end(), l) != ks.end()) {
+            need.push_back(l);
+            break;
+          }
+        }
       }
       const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
       std::vector<std::vector<float>> k_plain(static_cast<size_t>(gs.n_layers));
-      for (int64_t l = 0; l < gs.n_layers; ++l) {
-        if (!need[l]) continue;
+      // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
+      // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
+      // region), instead of a team synchronising around every small GEMM.
+#pragma omp parallel for schedule(dynamic, 1)
+      for (size_t i = 0; i < need.size(); ++i) {
+        const int64_t l = need[i];
         k_plain[l].assign(src.k(l).begin(), src.k(l).begin() + n * kvs);
         sender_rope.rotate(k_plain[l].data(), 0, n, gs.n_kv_heads, /*inverse=*/true);
       }
-      std::vector<float> x;
-      std::vector<const float*> parts;
-      for (int64_t j = 0; j < mapped; ++j) {
-        const LayerMap& L = map_.layers[j];
-        parts.clear();
-        for (int64_t s : L.k_sources) parts.push_back(k_plain[s].data());
-        x.resize(static_cast<size_t>(n * L.k_in()));
-        gather(parts, n, kvs, x.data());
-        float* k = dst.k(j).data();
-        affine(x.data(), n, L.k_in(), L.k_weight, L.k_bias, k);
-        receiver_rope.rotate(k, 0, n, gr.n_kv_heads, /*inverse=*/false);
-
-        parts.clear();
-        for (int64_t s : L.v_sources) parts.push_back(src.v(s).data());
-        x.resize(static_cast<size_t>(n * L.v_in()));
-        gather(parts, n, kvs, x.data());
-        affine(x.data(), n, L.v_in(), L.v_weight, L.v_bias, dst.v(j).data());
+#pragma omp parallel
+      {
+        std::vector<float> x;
+        std::vector<const float*> parts;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < 2 * mapped; ++task) {
+          const int64_t j = task / 2;
+          const bool keys = task % 2 == 0;
+          const LayerMap& L = map_.layers[j];
+          parts.clear();
+          for (int64_t s : keys ? L.k_sources : L.v_sources) {
+            parts.push_back(keys ? k_plain[s].data() : src.v(s).data());
+          }
+          const int64_t in = keys ? L.k_in() : L.v_in();
+          x.resize(static_cast<size_t>(n * in));
+          gather(parts, n, kvs, x.data());
+          if (keys) {
+            float* k = dst.k(j).data();
+            affine(x.data(), n, in, L.k_weight, L.k_bias, k);
+            receiver_rope.rotate(k, 0, n, gr.n_kv_heads, /*inverse=*/false);
+          } else {
+            affine(x.data(), n, in, L.v_weight, L.v_bias, dst.v(j).data());
+          }
+        }
       }
-      (void)kvr;
     }
 
     if (boundary != nullptr) {
@@ -153,6 +169,7 @@ class LinearCacheMap final : public CacheMap {
     const CacheGeometry& g = map_.receiver.geometry;
     const int64_t kv = g.kv_dim();
     const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t j = 0; j < mapped; ++j) {
       const LayerMap& L = map_.layers[j];
       const int64_t s = L.k_sources.at(0);
@@ -161,7 +178,6 @@ class LinearCacheMap final : public CacheMap {
       std::copy_n(src.k(s).data(), n * kv, k);
       sender_rope.rotate(k, 0, n, g.n_kv_heads, /*inverse=*/true);
       const float* vs = src.v(L.v_sources.at(0)).data();
-#pragma omp parallel for schedule(static) if (n * kv > 65536)
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t c = 0; c < kv; ++c) {
           k[i * kv + c] = k[i * kv + c] * L.k_scale[c] + L.k_offset[c];
@@ -175,9 +191,49 @@ class LinearCacheMap final : public CacheMap {
   MapData map_;
 };
 
+// A map built in memory gets the same checks a file gets: every size follows from the
+// geometries and source lists, so apply() never reads past a tensor.
+void validate(const MapData& m) {
+  const CacheGeometry& gs = m.sender.geometry;
+  const CacheGeometry& gr = m.receiver.geometry;
+  const bool diagonal = m.method == "diagonal";
+  if (m.method != "ridge" && m.method != "depth-remap" && !diagonal) {
+    fail("map: unknown method '{}'", m.method);
+  }
+  if (static_cast<int64_t>(m.layers.size()) != gr.n_layers) {
+    fail("map: {} layer maps for a receiver of {} layers", m.layers.size(), gr.n_layers);
+  }
+  const auto size_is = [](const std::vector<float>& v, int64_t n) {
+    return static_cast<int64_t>(v.size()) == n;
+  };
+  const int64_t kvr = gr.kv_dim(), kvs = gs.kv_dim();
+  for (int64_t j = 0; j < gr.n_layers; ++j) {
+    const LayerMap& L = m.layers[j];
+    for (const auto* list : {&L.k_sources, &L.v_sources}) {
+      if (list->empty()) fail("map: receiver layer {} has no source layers", j);
+      for (int64_t s : *list) {
+        if (s < 0 || s >= gs.n_layers) fail("map: receiver layer {} reads sender layer {}", j, s);
+      }
+    }
+    const bool ok = diagonal ? kvs == kvr && size_is(L.k_scale, kvr) && size_is(L.k_offset, kvr) &&
+                                   size_is(L.v_scale, kvr) && size_is(L.v_offset, kvr)
+                             : L.kv_s == kvs && size_is(L.k_weight, kvr * L.k_in()) &&
+                                   size_is(L.k_bias, kvr) && size_is(L.v_weight, kvr * L.v_in()) &&
+                                   size_is(L.v_bias, kvr);
+    if (!ok) fail("map: receiver layer {}: tensor sizes do not match the geometries", j);
+  }
+  for (const BoundaryMap& b : m.boundaries) {
+    if (b.r < 1 || b.r > gr.n_layers || b.sender_hidden < 0 || b.sender_hidden > gs.n_layers ||
+        !size_is(b.weight, gr.hidden_size * gs.hidden_size) || !size_is(b.bias, gr.hidden_size)) {
+      fail("map: boundary map r = {} does not match the geometries", b.r);
+    }
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<CacheMap> CacheMap::from_data(MapData map) {
+  validate(map);
   return std::make_unique<LinearCacheMap>(std::move(map));
 }
 

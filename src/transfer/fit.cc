@@ -203,7 +203,7 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
     fail("--method: '{}' is not one of ridge, depth-remap, diagonal", o.method);
   }
   StatsLayout l;
-  l.method = o.method;
+  l.kind = o.method == "diagonal" ? "diagonal" : "full";
   l.sender = sender.cache_geometry();
   l.receiver = receiver.cache_geometry();
   if (l.diagonal() &&
@@ -319,11 +319,109 @@ RouteStats collect_stats(const Model& sender, const Model& receiver, TokenStream
   return st;
 }
 
+namespace {
+
+// Receiver layer j's maps from fitted rows: weights and residuals.
+struct SolvedLayers {
+  std::vector<std::vector<int64_t>> k_sources, v_sources;
+  LayerSolve k, v;
+};
+
+SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held,
+                           std::vector<std::vector<int64_t>> k_sources,
+                           std::vector<std::vector<int64_t>> v_sources, int64_t kvs, int64_t kvr,
+                           double lambda) {
+  SolvedLayers s;
+  s.k = solve_layers(train.k, held.k, k_sources, kvs, kvr, lambda, "keys");
+  s.v = solve_layers(train.v, held.v, v_sources, kvs, kvr, lambda, "values");
+  s.k_sources = std::move(k_sources);
+  s.v_sources = std::move(v_sources);
+  return s;
+}
+
+void store_layers(const SolvedLayers& s, MapData& map) {
+  for (size_t j = 0; j < map.layers.size(); ++j) {
+    LayerMap& L = map.layers[j];
+    L.k_sources = s.k_sources[j];
+    L.v_sources = s.v_sources[j];
+    L.k_weight = to_f32(s.k.fits[j].w);
+    L.k_bias = to_f32(s.k.fits[j].b);
+    L.v_weight = to_f32(s.v.fits[j].w);
+    L.v_bias = to_f32(s.v.fits[j].b);
+  }
+}
+
+Residual total(const std::vector<Residual>& rs) {
+  Residual t;
+  for (const Residual& r : rs) t.add(r);
+  return t;
+}
+
+// R²[j][i]: a centred ridge from all KV heads of sender layer i alone to receiver layer j,
+// fitted on training rows and scored on `held` rows.
+std::vector<std::vector<double>> single_source_r2(const Moments& train, const Moments& held,
+                                                  int64_t Ls, int64_t Lr, int64_t kvs, int64_t kvr,
+                                                  double lambda, const char* what) {
+  std::vector<std::vector<double>> r2(Lr, std::vector<double>(Ls));
+  const std::vector<int64_t> all_out = channel_range(0, Lr * kvr);
+  for (int64_t i = 0; i < Ls; ++i) {
+    const std::vector<int64_t> xi = channel_range(i * kvs, kvs);
+    const RidgeFit f =
+        fit_ridge(train, xi, all_out, lambda, fmt::format("{} from sender layer {}", what, i));
+    for (int64_t j = 0; j < Lr; ++j) {
+      r2[j][i] =
+          ridge_residual(held, xi, channel_range(j * kvr, kvr), slice_outputs(f, j * kvr, kvr))
+              .r2();
+    }
+  }
+  return r2;
+}
+
+// Which candidate's map gives the receiver the lowest NLL after a transferred prefix of the
+// held-out windows; fills each candidate's "heldout_nll" / "nll_gap".
+size_t choose_by_prefix_nll(const std::vector<MapData>& cands, const std::vector<int64_t>& ks,
+                            const RouteStats& st, const Model& sender, const Model& receiver,
+                            int64_t prefix, nlohmann::json& candidates, const FitLog& log,
+                            double* native_nll) {
+  if (st.select_windows.empty()) {
+    fail(
+        "choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
+        "or give --k");
+  }
+  std::vector<std::vector<int32_t>> windows;
+  for (const auto& w : st.select_windows) windows.push_back(w.second);
+  std::vector<std::unique_ptr<CacheMap>> maps;
+  std::vector<Condition> conds;
+  for (size_t c = 0; c < cands.size(); ++c) {
+    maps.push_back(CacheMap::from_data(cands[c]));
+    const CacheMap* mp = maps.back().get();
+    conds.push_back(
+        {fmt::format("k={}", ks[c]),
+         [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
+           mp->apply(sender, s, receiver, t, TransferOptions{}, d);
+         }});
+  }
+  const TransferEval ev = evaluate_transfer(sender, receiver, windows, prefix, conds, false);
+  size_t best = 0;
+  for (size_t c = 0; c < cands.size(); ++c) {
+    candidates[c]["heldout_nll"] = ev.conditions[c].nll;
+    candidates[c]["nll_gap"] = ev.conditions[c].nll_gap;
+    say(log, fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
+                         ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
+    if (ev.conditions[c].nll < ev.conditions[best].nll) best = c;
+  }
+  *native_nll = ev.native_nll;
+  return best;
+}
+
+}  // namespace
+
 MapData solve_route(const RouteStats& st, const Model& sender, const Model& receiver,
                     const FitOptions& o, const FitLog& log) {
   const StatsLayout& lay = st.layout;
   if (!(lay == make_layout(sender, receiver, o))) {
-    fail("statistics were collected for another route or method ({})", lay.to_json().dump());
+    fail("statistics were collected for another route, or for {} maps and cannot give {} ({})",
+         lay.kind, o.method, lay.to_json().dump());
   }
   if (static_cast<int64_t>(st.shards_merged.size()) != st.shard_count) {
     fail("statistics cover {} of {} shards; merge all shards first (molt fit merge)",
@@ -349,8 +447,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     for (int64_t j = 0; j < Lr; ++j) {
       LayerMap& L = map.layers[j];
       L.k_sources = L.v_sources = {j};
-      const DiagonalFit fk = fit_diagonal(train.k, j * kvr, kvr),
-                        fv = fit_diagonal(train.v, j * kvr, kvr);
+      const DiagonalFit fk = fit_diagonal(train.k, j * kvr, kvr);
+      const DiagonalFit fv = fit_diagonal(train.v, j * kvr, kvr);
       L.k_scale = to_f32(fk.scale);
       L.k_offset = to_f32(fk.offset);
       L.v_scale = to_f32(fv.scale);
@@ -363,143 +461,71 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
         "none: per layer and channel, y = scale·x + offset by ordinary least squares";
     info["k"] = 1;
     info["k_chosen_by"] = "diagonal re-alignment: receiver layer j reads sender layer j";
+  } else if (o.method == "depth-remap") {
+    std::vector<std::vector<int64_t>> src(Lr);
+    for (int64_t j = 0; j < Lr; ++j)
+      src[j] = {std::min<int64_t>(Ls - 1, (2 * j + 1) * Ls / (2 * Lr))};
+    const SolvedLayers s = solve_sources(train, held, src, src, kvs, kvr, o.lambda);
+    store_layers(s, map);
+    res_k = s.k.residuals;
+    res_v = s.v.residuals;
+    info["k"] = 1;
+    info["k_chosen_by"] = "depth remap: receiver layer j reads sender layer ⌊(j + ½)·L_s/L_r⌋";
   } else {
-    std::vector<std::vector<int64_t>> src_k(Lr), src_v(Lr);
-    nlohmann::json candidates = nlohmann::json::array();
-    int64_t chosen_k = 1;
-    if (o.method == "depth-remap") {
-      for (int64_t j = 0; j < Lr; ++j) {
-        const int64_t s = std::min<int64_t>(Ls - 1, (2 * j + 1) * Ls / (2 * Lr));
-        src_k[j] = src_v[j] = {s};
-      }
-      info["k_chosen_by"] = "depth remap: receiver layer j reads sender layer ⌊(j + ½)·L_s/L_r⌋";
+    const auto r2k = single_source_r2(train.k, held.k, Ls, Lr, kvs, kvr, o.lambda, "keys");
+    const auto r2v = single_source_r2(train.v, held.v, Ls, Lr, kvs, kvr, o.lambda, "values");
+    info["single_source_r2"] = {{"k", r2k}, {"v", r2v}};
+    info["ranked_by"] =
+        has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
+                 : "single-source R² on training rows (nothing held out), per receiver layer, "
+                   "keys and values apart";
+    std::vector<int64_t> ks;
+    if (o.k > 0) {
+      ks = {std::min(o.k, Ls)};
     } else {
-      // Single-source R² of every sender layer for every receiver layer, K and V apart.
-      std::vector<std::vector<double>> r2k(Lr, std::vector<double>(Ls)), r2v = r2k;
-      const std::vector<int64_t> all_out = channel_range(0, Lr * kvr);
-      for (int64_t i = 0; i < Ls; ++i) {
-        const std::vector<int64_t> xi = channel_range(i * kvs, kvs);
-        for (int kv = 0; kv < 2; ++kv) {
-          const Moments& tm = kv == 0 ? train.k : train.v;
-          const Moments& hm = kv == 0 ? held.k : held.v;
-          const RidgeFit f =
-              fit_ridge(tm, xi, all_out, o.lambda,
-                        fmt::format("{} from sender layer {}", kv == 0 ? "keys" : "values", i));
-          for (int64_t j = 0; j < Lr; ++j) {
-            const Residual r =
-                ridge_residual(hm, xi, channel_range(j * kvr, kvr), slice_outputs(f, j * kvr, kvr));
-            (kv == 0 ? r2k : r2v)[j][i] = r.r2();
-          }
-        }
+      for (int64_t k : {1, 2, 4, 8, 16}) {
+        if (k < Ls) ks.push_back(k);
       }
-      info["single_source_r2"] = {{"k", r2k}, {"v", r2v}};
-      info["ranked_by"] =
-          has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
-                   : "single-source R² on training rows (nothing held out), per receiver layer, "
-                     "keys and values apart";
-      std::vector<int64_t> ks;
-      if (o.k > 0) {
-        ks = {std::min(o.k, Ls)};
-      } else {
-        for (int64_t k : {1, 2, 4, 8, 16}) {
-          if (k < Ls) ks.push_back(k);
-        }
-        ks.push_back(Ls);
-      }
-      std::vector<MapData> cand;
-      std::vector<std::vector<Residual>> cand_rk, cand_rv;
-      for (int64_t k : ks) {
-        MapData m = map;
-        for (int64_t j = 0; j < Lr; ++j) {
-          m.layers[j].k_sources = top_k(r2k[j], k);
-          m.layers[j].v_sources = top_k(r2v[j], k);
-        }
-        std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
-        for (int64_t j = 0; j < Lr; ++j)
-          sk[j] = m.layers[j].k_sources, sv[j] = m.layers[j].v_sources;
-        const LayerSolve lk = solve_layers(train.k, held.k, sk, kvs, kvr, o.lambda, "keys");
-        const LayerSolve lv = solve_layers(train.v, held.v, sv, kvs, kvr, o.lambda, "values");
-        Residual tk, tv;
-        for (int64_t j = 0; j < Lr; ++j) {
-          m.layers[j].k_weight = to_f32(lk.fits[j].w);
-          m.layers[j].k_bias = to_f32(lk.fits[j].b);
-          m.layers[j].v_weight = to_f32(lv.fits[j].w);
-          m.layers[j].v_bias = to_f32(lv.fits[j].b);
-          tk.add(lk.residuals[j]);
-          tv.add(lv.residuals[j]);
-        }
-        say(log,
-            fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
-                        k, tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
-        candidates.push_back(
-            {{"k", k}, {"k_residual", residual_json(tk)}, {"v_residual", residual_json(tv)}});
-        cand.push_back(std::move(m));
-        cand_rk.push_back(lk.residuals);
-        cand_rv.push_back(lv.residuals);
-      }
-      size_t best = 0;
-      if (cand.size() > 1) {
-        if (st.select_windows.empty()) {
-          fail(
-              "choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
-              "or give --k");
-        }
-        std::vector<std::vector<int32_t>> windows;
-        for (const auto& w : st.select_windows) windows.push_back(w.second);
-        const int64_t prefix = o.seq_len * 3 / 4;
-        std::vector<std::unique_ptr<CacheMap>> maps;
-        std::vector<Condition> conds;
-        for (size_t c = 0; c < cand.size(); ++c) {
-          maps.push_back(CacheMap::from_data(cand[c]));
-          const CacheMap* mp = maps.back().get();
-          conds.push_back(
-              {fmt::format("k={}", ks[c]),
-               [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
-                 mp->apply(sender, s, receiver, t, TransferOptions{}, d);
-               }});
-        }
-        const TransferEval ev = evaluate_transfer(sender, receiver, windows, prefix, conds, false);
-        for (size_t c = 0; c < cand.size(); ++c) {
-          candidates[c]["heldout_nll"] = ev.conditions[c].nll;
-          candidates[c]["nll_gap"] = ev.conditions[c].nll_gap;
-          say(log,
-              fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
-                          ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
-          if (ev.conditions[c].nll < ev.conditions[best].nll) best = c;
-        }
-        info["k_chosen_by"] = fmt::format(
-            "lowest held-out prefix-KV NLL: receiver NLL on tokens after a transferred prefix of "
-            "{} "
-            "tokens, {} held-out windows of {}, over candidates k = {}",
-            prefix, windows.size(), o.seq_len, fmt::join(ks, ", "));
-        info["select_native_nll"] = ev.native_nll;
-      } else {
-        info["k_chosen_by"] = o.k > 0 ? "given (--k)" : "the only candidate";
-      }
-      chosen_k = ks[best];
-      MapData chosen = std::move(cand[best]);
-      chosen.info = map.info;
-      map = std::move(chosen);
-      res_k = cand_rk[best];
-      res_v = cand_rv[best];
+      ks.push_back(Ls);
     }
-    if (o.method == "depth-remap") {
-      const LayerSolve lk = solve_layers(train.k, held.k, src_k, kvs, kvr, o.lambda, "keys");
-      const LayerSolve lv = solve_layers(train.v, held.v, src_v, kvs, kvr, o.lambda, "values");
-      for (int64_t j = 0; j < Lr; ++j) {
-        LayerMap& L = map.layers[j];
-        L.k_sources = src_k[j];
-        L.v_sources = src_v[j];
-        L.k_weight = to_f32(lk.fits[j].w);
-        L.k_bias = to_f32(lk.fits[j].b);
-        L.v_weight = to_f32(lv.fits[j].w);
-        L.v_bias = to_f32(lv.fits[j].b);
-      }
-      res_k = lk.residuals;
-      res_v = lv.residuals;
+    std::vector<MapData> cands;
+    std::vector<SolvedLayers> solved;
+    nlohmann::json candidates = nlohmann::json::array();
+    for (int64_t k : ks) {
+      std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
+      for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
+      solved.push_back(solve_sources(train, held, sk, sv, kvs, kvr, o.lambda));
+      MapData m = map;
+      store_layers(solved.back(), m);
+      cands.push_back(std::move(m));
+      const Residual tk = total(solved.back().k.residuals), tv = total(solved.back().v.residuals);
+      say(log,
+          fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})", k,
+                      tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
+      candidates.push_back(
+          {{"k", k}, {"k_residual", residual_json(tk)}, {"v_residual", residual_json(tv)}});
     }
-    info["k"] = chosen_k;
+    size_t best = 0;
+    if (cands.size() > 1) {
+      const int64_t prefix = o.seq_len * 3 / 4;
+      double native = 0;
+      best =
+          choose_by_prefix_nll(cands, ks, st, sender, receiver, prefix, candidates, log, &native);
+      info["k_chosen_by"] = fmt::format(
+          "lowest held-out prefix-KV NLL: the receiver's NLL on the tokens after a transferred "
+          "prefix of {} tokens, {} held-out windows of {}, over candidates k = {}",
+          prefix, st.select_windows.size(), o.seq_len, fmt::join(ks, ", "));
+      info["select_native_nll"] = native;
+    } else {
+      info["k_chosen_by"] = o.k > 0 ? "given (--k)" : "the only candidate";
+    }
+    store_layers(solved[best], map);
+    res_k = solved[best].k.residuals;
+    res_v = solved[best].v.residuals;
+    info["k"] = ks[best];
     info["k_candidates"] = candidates;
+  }
+  if (o.method != "diagonal") {
     info["lambda"] = o.lambda;
     info["lambda_applied_to"] =
         "the centred input covariance: W = (XcᵀXc/N + λI)⁻¹ XcᵀYc/N with Xc, Yc the rows minus "

@@ -124,7 +124,7 @@ nlohmann::json StatsLayout::to_json() const {
   nlohmann::json b = nlohmann::json::array();
   for (const BoundarySpec& s : boundaries)
     b.push_back({{"r", s.r}, {"sender_hidden", s.sender_hidden}});
-  return {{"method", method},
+  return {{"kind", kind},
           {"sender", geometry_json(sender)},
           {"receiver", geometry_json(receiver)},
           {"boundaries", b},
@@ -134,7 +134,7 @@ nlohmann::json StatsLayout::to_json() const {
 StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& source) {
   try {
     StatsLayout l;
-    l.method = j.at("method").get<std::string>();
+    l.kind = j.at("kind").get<std::string>();
     l.sender = geometry_from(j.at("sender"));
     l.receiver = geometry_from(j.at("receiver"));
     for (const auto& b : j.at("boundaries")) {

@@ -3,6 +3,7 @@
 // parking really gives the weights' pages back; release unmaps them.
 #include <gtest/gtest.h>
 
+#include "ladder/shared_fixture.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/ladder.h"
@@ -17,21 +18,19 @@ namespace fs = std::filesystem;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // Rungs large enough that allocator noise (a few hundred KiB) stays far below 5%.
-struct RssLadder {
-  test::TempDir dir;
-  fs::path manifest;
-  RssLadder() {
-    SyntheticLadderOptions o;
-    o.vocab = 512;
-    o.dtype = DType::BF16;
-    o.rungs = {{"big", 512, 8, 8, 2, 64, 2048}, {"warm", 64, 1, 2, 1, 32, 128}};
-    manifest = write_synthetic_ladder(dir.path(), o);
-  }
-};
-
-RssLadder& rss_ladder() {
-  static RssLadder l;
-  return l;
+const fs::path& rss_manifest() {
+  static const fs::path m =
+      test::shared_fixture(
+          "rss-ladder",
+          [](const fs::path& dir) {
+            SyntheticLadderOptions o;
+            o.vocab = 512;
+            o.dtype = DType::BF16;
+            o.rungs = {{"big", 512, 8, 8, 2, 64, 2048}, {"warm", 64, 1, 2, 1, 32, 128}};
+            write_synthetic_ladder(dir, o);
+          }) /
+      "ladder.json";
+  return m;
 }
 
 // Warms the allocator, BLAS and the thread pool on a tiny rung so that their one-time buffers
@@ -48,13 +47,14 @@ void warm_up(Ladder& l, int warm, int64_t tokens) {
 TEST(Footprint, MatchesMeasuredRssWithinFivePercent) {
   set_num_threads(1);
   const int64_t capacity = 1024, chunk = 64;
-  auto l = Ladder::open(rss_ladder().manifest, FootprintShape{chunk, capacity, num_threads()});
+  auto l = Ladder::open(rss_manifest(), FootprintShape{chunk, capacity, num_threads()});
   warm_up(*l, 1, chunk);
   Rung& r = l->rung(0);
   ASSERT_EQ(r.name(), "big");
   const Footprint f = r.footprint();
 
-  if (!reset_peak_rss()) GTEST_SKIP() << "cannot reset VmHWM (/proc/self/clear_refs): peak RSS not measurable";
+  if (!reset_peak_rss())
+    GTEST_SKIP() << "cannot reset VmHWM (/proc/self/clear_refs): peak RSS not measurable";
   const ProcessMemory before = read_process_memory();
   r.load();
   const ProcessMemory loaded = read_process_memory();
@@ -68,18 +68,19 @@ TEST(Footprint, MatchesMeasuredRssWithinFivePercent) {
   const double weights = (static_cast<double>(loaded.rss_bytes) - before.rss_bytes) / kMiB;
   const double peak = (static_cast<double>(after.peak_bytes) - before.rss_bytes) / kMiB;
   const double computed = f.total(capacity) / kMiB;
-  std::printf("footprint of '%s' (%s): weights %.2f + heap %.2f + KV %.2f (%lld tokens) + scratch %.2f "
-              "= %.2f MiB; measured: load %.2f MiB, peak growth %.2f MiB (%+.1f%%)\n",
-              r.name().c_str(), before.source.c_str(), f.weight_bytes / kMiB, f.heap_weight_bytes / kMiB,
-              f.kv_bytes(capacity) / kMiB, static_cast<long long>(capacity), f.scratch_bytes / kMiB,
-              computed, weights, peak, 100 * (peak - computed) / computed);
+  std::printf(
+      "footprint of '%s' (%s): weights %.2f + heap %.2f + KV %.2f (%lld tokens) + scratch %.2f "
+      "= %.2f MiB; measured: load %.2f MiB, peak growth %.2f MiB (%+.1f%%)\n",
+      r.name().c_str(), before.source.c_str(), f.weight_bytes / kMiB, f.heap_weight_bytes / kMiB,
+      f.kv_bytes(capacity) / kMiB, static_cast<long long>(capacity), f.scratch_bytes / kMiB,
+      computed, weights, peak, 100 * (peak - computed) / computed);
   EXPECT_NEAR(weights, (f.weight_bytes + f.heap_weight_bytes) / kMiB, 0.05 * computed);
   EXPECT_NEAR(peak, computed, 0.05 * computed);
   r.release();
 }
 
 TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
-  auto l = Ladder::open(rss_ladder().manifest);
+  auto l = Ladder::open(rss_manifest());
   Rung& r = l->rung(0);
   const double weights = r.footprint().weight_bytes / kMiB;
   EXPECT_EQ(r.state(), RungState::kReleased);
@@ -109,8 +110,10 @@ TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
   r.release();
   EXPECT_EQ(r.state(), RungState::kReleased);
   const double released = read_process_memory().rss_bytes / kMiB;
-  std::printf("RSS: base %.1f, loaded %.1f, parked %.1f, unparked %.1f, released %.1f MiB (weights %.1f MiB)\n",
-              base, loaded, parked, unparked, released, weights);
+  std::printf(
+      "RSS: base %.1f, loaded %.1f, parked %.1f, unparked %.1f, released %.1f MiB (weights %.1f "
+      "MiB)\n",
+      base, loaded, parked, unparked, released, weights);
   EXPECT_NEAR(loaded - parked, weights, 0.05 * weights);
   EXPECT_NEAR(unparked - parked, weights, 0.05 * weights);
   EXPECT_NEAR(unparked - released, weights, 0.05 * weights);
@@ -119,16 +122,19 @@ TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
 
 TEST(Footprint, ComputedTermsFollowTheConfig) {
   ModelConfig c;
-  c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14, c.num_key_value_heads = 2;
+  c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14,
+  c.num_key_value_heads = 2;
   c.head_dim = 64, c.intermediate_size = 4864, c.vocab_size = 151936;
   const Footprint f = compute_footprint(c, 988 << 20, DType::BF16, FootprintShape{64, 2048, 1});
   EXPECT_EQ(f.kv_bytes_per_token, 2u * 24 * 128 * 4);  // 24 KiB per token for Qwen2.5-0.5B in f32
   EXPECT_EQ(f.weight_bytes, size_t{988} << 20);
   EXPECT_EQ(f.heap_weight_bytes, (24u * 2 * 896 + 896 + 24u * (896 + 256)) * 4);
-  EXPECT_EQ(f.total(100), f.weight_bytes + f.heap_weight_bytes + 100 * f.kv_bytes_per_token + f.scratch_bytes);
+  EXPECT_EQ(f.total(100),
+            f.weight_bytes + f.heap_weight_bytes + 100 * f.kv_bytes_per_token + f.scratch_bytes);
   EXPECT_EQ(f.parked(100), f.heap_weight_bytes + 100 * f.kv_bytes_per_token);
   // f32 weights need no widening tile.
-  EXPECT_LT(compute_footprint(c, 0, DType::F32, FootprintShape{64, 2048, 1}).scratch_bytes, f.scratch_bytes);
+  EXPECT_LT(compute_footprint(c, 0, DType::F32, FootprintShape{64, 2048, 1}).scratch_bytes,
+            f.scratch_bytes);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // ladder.json: parsing, validation messages, footprint order, the one-tokenizer rule.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "ladder/shared_fixture.h"
 #include "molt/common/error.h"
 #include "molt/ladder/ladder.h"
 #include "molt/ladder/synthetic.h"
@@ -15,24 +17,34 @@ namespace fs = std::filesystem;
 
 // One small synthetic ladder shared by the tests of this file (written once).
 const fs::path& ladder_dir() {
-  static test::TempDir dir;
-  static const fs::path d = [] {
+  static const fs::path d = test::shared_fixture("manifest-ladder", [](const fs::path& dir) {
     SyntheticLadderOptions o;
     o.vocab = 300;
-    return write_synthetic_ladder(dir.path() / "ladder", o).parent_path();
-  }();
+    write_synthetic_ladder(dir, o);
+  });
   return d;
 }
 
-std::string error_of(const nlohmann::json& j) {
-  const fs::path file = ladder_dir() / "bad.json";
+// A manifest beside the shared rungs, private to this process (tests run in parallel).
+fs::path scratch_manifest(const std::string& name, const nlohmann::json& j) {
+  const fs::path file = ladder_dir() / (name + "-" + std::to_string(::getpid()) + ".json");
   test::write_file(file, j.dump());
+  return file;
+}
+
+// The error opening `j`, with the file called "bad.json".
+std::string error_of(const nlohmann::json& j) {
+  const fs::path file = scratch_manifest("bad", j);
+  std::string msg;
   try {
     Ladder::open(file);
   } catch (const Error& e) {
-    return e.what();
+    msg = e.what();
   }
-  return "";
+  fs::remove(file);
+  for (size_t p; (p = msg.find(file.string())) != std::string::npos;)
+    msg.replace(p, file.string().size(), "bad.json");
+  return msg;
 }
 
 nlohmann::json good() {
@@ -50,7 +62,8 @@ TEST(Manifest, SyntheticLadderOpensInFootprintOrder) {
   EXPECT_GT(l->rung(1).footprint().weight_bytes, l->rung(2).footprint().weight_bytes);
   EXPECT_EQ(l->rung(0).path(), ladder_dir() / "l");
   ASSERT_NE(l->tokenizer(), nullptr);
-  EXPECT_NE(l->tokenizer_note().find("shared by 3 rung(s)"), std::string::npos) << l->tokenizer_note();
+  EXPECT_NE(l->tokenizer_note().find("shared by 3 rung(s)"), std::string::npos)
+      << l->tokenizer_note();
   EXPECT_EQ(l->vocab_size(), 300);
   const ManifestRoute* r = l->route(0, 1);
   ASSERT_NE(r, nullptr);
@@ -65,9 +78,9 @@ TEST(Manifest, SyntheticLadderOpensInFootprintOrder) {
 TEST(Manifest, OrderComesFromFootprintNotFromTheFile) {
   nlohmann::json j = good();
   std::swap(j["rungs"][0], j["rungs"][2]);  // s, m, l
-  const fs::path file = ladder_dir() / "reordered.json";
-  test::write_file(file, j.dump());
+  const fs::path file = scratch_manifest("reordered", j);
   auto l = Ladder::open(file);
+  fs::remove(file);
   EXPECT_EQ(l->rung(0).name(), "l");
   EXPECT_EQ(l->rung(2).name(), "s");
 }
@@ -83,7 +96,8 @@ TEST(Manifest, BadManifestsNameFileAndField) {
 
   j = good();
   j["rungs"][1]["name"] = "l";
-  EXPECT_NE(error_of(j).find("rungs[1].name: rung 'l' is listed twice"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("rungs[1].name: rung 'l' is listed twice"), std::string::npos)
+      << error_of(j);
 
   j = good();
   j["rungs"][2]["path"] = "nowhere";
@@ -91,21 +105,25 @@ TEST(Manifest, BadManifestsNameFileAndField) {
 
   j = good();
   j["rungs"][0].erase("precision");
-  EXPECT_NE(error_of(j).find("rungs[0]: missing field 'precision'"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("rungs[0]: missing field 'precision'"), std::string::npos)
+      << error_of(j);
 
   j = good();
   j["routes"][0]["to"] = "xl";
-  EXPECT_NE(error_of(j).find("routes[0]: rung 'xl' is not one of the manifest's rungs"), std::string::npos)
+  EXPECT_NE(error_of(j).find("routes[0]: rung 'xl' is not one of the manifest's rungs"),
+            std::string::npos)
       << error_of(j);
 
   j = good();
   j["routes"][0]["method"] = "reprefill";
-  EXPECT_NE(error_of(j).find("routes[0]: give exactly one of 'maps'"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("routes[0]: give exactly one of 'maps'"), std::string::npos)
+      << error_of(j);
 
   j = good();
   j["routes"][0].erase("maps");
   j["routes"][0]["method"] = "teleport";
-  EXPECT_NE(error_of(j).find("routes[0].method: 'teleport' is not a method"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("routes[0].method: 'teleport' is not a method"), std::string::npos)
+      << error_of(j);
 
   j = good();
   j["routes"][0]["to"] = j["routes"][0]["from"];
@@ -120,7 +138,8 @@ TEST(Manifest, BadManifestsNameFileAndField) {
     Ladder::open(ladder_dir() / "absent.json");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("absent.json: ladder manifest not found"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("absent.json: ladder manifest not found"),
+              std::string::npos);
   }
 }
 
@@ -173,10 +192,9 @@ TEST(Manifest, ReprefillRoutesAndAbsolutePaths) {
   nlohmann::json j = good();
   j["rungs"][0]["path"] = (ladder_dir() / "l").string();
   j["routes"] = {{{"from", "l"}, {"to", "s"}, {"method", "reprefill"}}};
-  j["rungs"][0]["path"] = (ladder_dir() / "l").string();
-  const fs::path file = ladder_dir() / "abs.json";
-  test::write_file(file, j.dump());
+  const fs::path file = scratch_manifest("abs", j);
   auto l = Ladder::open(file);
+  fs::remove(file);
   const ManifestRoute* r = l->route(0, 2);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->method, "reprefill");

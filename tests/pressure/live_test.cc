@@ -1,19 +1,21 @@
 // Live Linux signals (parsers on fixed text; readers skipped with a message where this machine
 // lacks the source) and the allocating child process.
+#include "molt/pressure/live.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "molt/common/error.h"
 #include "molt/pressure/hog.h"
-#include "molt/pressure/live.h"
-
-#include <unistd.h>
 
 namespace molt {
 namespace {
 
 TEST(Live, ParsesPsi) {
   const PsiMemory p = parse_psi(
-      "some avg10=1.50 avg60=0.20 avg300=0.00 total=12345\nfull avg10=0.10 avg60=0.00 avg300=0.00 total=99\n", "psi");
+      "some avg10=1.50 avg60=0.20 avg300=0.00 total=12345\nfull avg10=0.10 avg60=0.00 avg300=0.00 "
+      "total=99\n",
+      "psi");
   EXPECT_DOUBLE_EQ(p.some.avg10, 1.5);
   EXPECT_DOUBLE_EQ(p.some.avg60, 0.2);
   EXPECT_EQ(p.some.total_us, 12345u);
@@ -24,7 +26,9 @@ TEST(Live, ParsesPsi) {
     parse_psi("some avg10=x avg60=0 avg300=0 total=0\n", "/proc/pressure/memory");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/proc/pressure/memory: some line: 'avg10=x' is not a number"), std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("/proc/pressure/memory: some line: 'avg10=x' is not a number"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -41,7 +45,8 @@ TEST(Live, ParsesCgroupFiles) {
     parse_key_values("high\n", "memory.events");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("memory.events: line 'high' has no value"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("memory.events: line 'high' has no value"),
+              std::string::npos);
   }
   CgroupMemory m;
   m.max = 100;
@@ -52,7 +57,8 @@ TEST(Live, ParsesCgroupFiles) {
 }
 
 TEST(Live, ParsesMeminfo) {
-  const std::string text = "MemTotal:       24683128 kB\nMemFree:        19417172 kB\nMemAvailable:   21522784 kB\n";
+  const std::string text =
+      "MemTotal:       24683128 kB\nMemFree:        19417172 kB\nMemAvailable:   21522784 kB\n";
   EXPECT_EQ(parse_meminfo_field(text, "MemAvailable", "meminfo"), 21522784ull * 1024);
   EXPECT_THROW(parse_meminfo_field(text, "SwapTotal", "meminfo"), Error);
 }
@@ -62,7 +68,8 @@ TEST(Live, CgroupOfThisProcess) {
   const auto cg = read_cgroup_memory(&why);
   if (!cg) GTEST_SKIP() << "no cgroup memory files here: " << why;
   EXPECT_GT(cg->current, 0u);
-  std::printf("cgroup v%d %s: charged %.1f MiB, limit %s\n", cg->version, cg->dir.c_str(), cg->current / 1048576.0,
+  std::printf("cgroup v%d %s: charged %.1f MiB, limit %s\n", cg->version, cg->dir.c_str(),
+              cg->current / 1048576.0,
               cg->limit() ? std::to_string(*cg->limit() >> 20).c_str() : "none");
 }
 
@@ -82,7 +89,8 @@ TEST(Live, MemAvailableAndTheLiveBudget) {
   if (!avail) GTEST_SKIP() << why;
   EXPECT_GT(*avail, 0u);
   LiveBudget live;
-  ASSERT_EQ(live.notes().size(), 3u);  // cgroup, MemAvailable, PSI: each read or skipped with a reason
+  ASSERT_EQ(live.notes().size(),
+            3u);  // cgroup, MemAvailable, PSI: each read or skipped with a reason
   for (const std::string& n : live.notes()) std::printf("live: %s\n", n.c_str());
   BudgetQuery q;
   q.used_mib = 100;

@@ -12,8 +12,12 @@ namespace {
 
 using test::run_molt;
 
-std::string ladder() { return test::runtime_ladder().with_maps.string(); }
-std::string spike() { return std::string(MOLT_SOURCE_DIR) + "/traces/spike_mid_answer.json"; }
+std::string ladder() {
+  return test::runtime_ladder().with_maps.string();
+}
+std::string spike() {
+  return std::string(MOLT_SOURCE_DIR) + "/traces/spike_mid_answer.json";
+}
 
 std::vector<nlohmann::json> json_lines(const std::string& out) {
   std::vector<nlohmann::json> v;
@@ -26,8 +30,9 @@ std::vector<nlohmann::json> json_lines(const std::string& out) {
 }
 
 TEST(Cli, GenerateOnALadderStreamsJsonEvents) {
-  const auto r = run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " + spike() +
-                          " --policy molt --json --max-tokens 48 --threads 1");
+  const auto r =
+      run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " +
+               spike() + " --policy molt --json --max-tokens 48 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto events = json_lines(r.output);
   ASSERT_FALSE(events.empty());
@@ -39,9 +44,11 @@ TEST(Cli, GenerateOnALadderStreamsJsonEvents) {
       for (const char* k : {"text", "token_id", "rung"}) EXPECT_TRUE(e.contains(k)) << e;
     } else if (e["event"] == "migration") {
       ++migrations;
-      for (const char* k : {"from", "to", "policy", "ms", "flops_saved", "pressure"}) EXPECT_TRUE(e.contains(k)) << e;
+      for (const char* k : {"from", "to", "policy", "ms", "flops_saved", "pressure"})
+        EXPECT_TRUE(e.contains(k)) << e;
       EXPECT_EQ(e["policy"], "molt") << e;
-      EXPECT_LE(e["peak_mib"].get<double>(), e["budget_mib"].get<double>()) << e;  // never co-resident
+      EXPECT_LE(e["peak_mib"].get<double>(), e["budget_mib"].get<double>())
+          << e;  // never co-resident
     } else if (e["event"] == "budget") {
       EXPECT_TRUE(e["mib"].is_number());
     }
@@ -57,27 +64,31 @@ TEST(Cli, GenerateOnALadderStreamsJsonEvents) {
 }
 
 TEST(Cli, GenerateTextShowsRungsSwitchesAndASummary) {
-  const auto r = run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " + spike() +
-                          " --policy reprefill --max-tokens 48 --threads 1");
+  const auto r =
+      run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " +
+               spike() + " --policy reprefill --max-tokens 48 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[l] "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("⇆ l → m  (reprefill, "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("⇆ m → s  (reprefill, "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("── budget "), std::string::npos);
-  EXPECT_NE(r.output.find("done: 48 tokens · rungs l, m, s · 3 migrations"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("done: 48 tokens · rungs l, m, s · 3 migrations"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("killed=false"), std::string::npos);
 }
 
 TEST(Cli, HoldIsKilledOnSpikeMidAnswer) {
-  const auto r = run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " + spike() +
-                          " --policy hold --json --max-tokens 48 --threads 1");
+  const auto r =
+      run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " +
+               spike() + " --policy hold --json --max-tokens 48 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto done = json_lines(r.output).back();
   EXPECT_EQ(done["killed"], true);
   EXPECT_LT(done["tokens"].get<int>(), 48);
   for (const char* p : {"small", "reprefill", "release-reprefill", "heal", "auto"}) {
-    const auto ok = run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " + spike() +
-                             " --policy " + p + " --json --max-tokens 48 --threads 1");
+    const auto ok =
+        run_molt("generate --ladder " + ladder() + " --prompt 'the quick brown fox' --trace " +
+                 spike() + " --policy " + p + " --json --max-tokens 48 --threads 1");
     ASSERT_EQ(ok.exit_code, 0) << ok.output;
     const auto d = json_lines(ok.output).back();
     EXPECT_EQ(d["killed"], false) << p;
@@ -88,32 +99,53 @@ TEST(Cli, HoldIsKilledOnSpikeMidAnswer) {
 TEST(Cli, GenerateErrorsSayWhatIsWrong) {
   auto r = run_molt("generate --ladder /nonexistent/ladder.json --prompt hi");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("/nonexistent/ladder.json: ladder manifest not found"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/ladder.json: ladder manifest not found"), std::string::npos)
+      << r.output;
   r = run_molt("generate --ladder " + ladder() + " --prompt hi --policy yolo");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--policy"), std::string::npos) << r.output;
   r = run_molt("generate --ladder " + ladder() + " --prompt hi --trace /nonexistent/t.json");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("/nonexistent/t.json: pressure trace not found"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/t.json: pressure trace not found"), std::string::npos)
+      << r.output;
   r = run_molt("generate --ladder " + ladder() + " --prompt hi --chat");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--chat: the ladder's tokenizer has no <|im_start|>"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--chat: the ladder's tokenizer has no <|im_start|>"), std::string::npos)
+      << r.output;
   r = run_molt("generate --ladder " + ladder());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("give the prompt with --prompt TEXT"), std::string::npos) << r.output;
   r = run_molt("generate --ids '1 2'");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("give --model DIR (one model) or --ladder FILE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("give --model DIR (one model) or --ladder FILE"), std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, GenerateWithALiveBudget) {
+  const auto r =
+      run_molt("generate --ladder " + ladder() +
+               " --prompt 'the quick brown fox' --live --json --max-tokens 4 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto events = json_lines(r.output);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front()["event"], "budget");
+  EXPECT_GT(events.front()["mib"].get<double>(), 0.0);
+  EXPECT_EQ(events.back()["tokens"], 4);
+  EXPECT_NE(run_molt("generate --ladder " + ladder() + " --prompt hi --live --trace " + spike())
+                .output.find("give --trace FILE or --live, not both"),
+            std::string::npos);
 }
 
 TEST(Cli, DemoRunsEveryCondition) {
   test::TempDir dir;
-  const auto r = run_molt("demo --synthetic " + (dir.path() / "syn").string() + " --max-tokens 48 --threads 1 --trace " + spike());
+  const auto r = run_molt("demo --synthetic " + (dir.path() / "syn").string() +
+                          " --max-tokens 48 --threads 1 --trace " + spike());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("⇆ l → m  (molt, "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("done: 48 tokens"), std::string::npos) << r.output;
-  for (const char* line : {"A hold        killed=true", "B small       killed=false", "C reprefill   killed=false",
-                           "D molt        killed=false", "  heal        killed=false"}) {
+  for (const char* line :
+       {"A hold        killed=true", "B small       killed=false", "C reprefill   killed=false",
+        "D molt        killed=false", "  heal        killed=false"}) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("seam KL mean"), std::string::npos);
@@ -126,8 +158,9 @@ TEST(Cli, PressureCommands) {
   EXPECT_NE(r.output.find("hog: released"), std::string::npos);
   r = run_molt("pressure trace " + spike());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("spike_mid_answer: 4 points, unit tokens"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("0.70 × the top rung's footprint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("spike_mid_answer: 4 points, unit tokens"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("0.75 × the top rung's footprint"), std::string::npos) << r.output;
   r = run_molt("pressure probe");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("MemAvailable"), std::string::npos) << r.output;
@@ -136,9 +169,11 @@ TEST(Cli, PressureCommands) {
 TEST(Cli, LadderShowAndBenchSwitch) {
   auto r = run_molt("ladder show " + ladder() + " --context 256");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("tokenizer merges.txt shared by 3 rung(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokenizer merges.txt shared by 3 rung(s)"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("route l → m: maps"), std::string::npos) << r.output;
-  r = run_molt("bench switch --ladder " + ladder() + " --from l --to m --contexts 64 --repeat 1 --threads 1 --json");
+  r = run_molt("bench switch --ladder " + ladder() +
+               " --from l --to m --contexts 64 --repeat 1 --threads 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto cells = json_lines(r.output);
   ASSERT_EQ(cells.size(), 3u);

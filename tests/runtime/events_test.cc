@@ -1,10 +1,11 @@
 // Event JSON, the migration line, policy names, FLOPs and KL helpers.
+#include "molt/runtime/events.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
-#include "molt/runtime/events.h"
 #include "molt/runtime/policy.h"
 #include "molt/runtime/session.h"
 
@@ -19,9 +20,11 @@ TEST(Events, JsonCarriesTheEventNameAndTheDesignFields) {
   EXPECT_EQ(t["token_id"], 42);
   EXPECT_EQ(t["rung"], "m");
   MigrationEvent m;
-  m.from = "l", m.to = "m", m.policy = "molt", m.ms = 12.3456, m.flops_saved = 0.79, m.pressure = 0.81;
+  m.from = "l", m.to = "m", m.policy = "molt", m.ms = 12.3456, m.flops_saved = 0.79,
+  m.pressure = 0.81;
   const auto j = to_json(m);
-  for (const char* k : {"event", "from", "to", "policy", "ms", "flops_saved", "pressure"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"event", "from", "to", "policy", "ms", "flops_saved", "pressure"})
+    EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["event"], "migration");
   EXPECT_DOUBLE_EQ(j["ms"].get<double>(), 12.346);
   EXPECT_TRUE(j["seam_kl"].is_null());  // not measured
@@ -46,7 +49,8 @@ TEST(Policies, NamesRoundTripAndUnknownOnesAreListed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("policy 'yolo' is not one of hold, small, reprefill, "
                                          "release-reprefill, molt, heal, auto"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -61,7 +65,8 @@ TEST(Metrics, KlIsZeroForEqualDistributionsAndPositiveOtherwise) {
 
 TEST(Metrics, PrefillFlopsGrowWithContext) {
   ModelConfig c;
-  c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14, c.num_key_value_heads = 2;
+  c.hidden_size = 896, c.num_hidden_layers = 24, c.num_attention_heads = 14,
+  c.num_key_value_heads = 2;
   c.head_dim = 64, c.intermediate_size = 4864, c.vocab_size = 151936;
   // ~2 × 0.36 G non-embedding parameters per token (Qwen2.5-0.5B).
   const double per_token = prefill_flops(c, 1001) - prefill_flops(c, 1000);

@@ -28,7 +28,8 @@ TEST(Heal, RebuildsTheNativeCacheLayerByLayer) {
 
   KVCache live = m.new_cache(80);  // the "mapped" cache: zeros for [0, n0)
   live.set_size(n0);
-  m.forward(std::span<const int32_t>(history).subspan(n0, held - n0), live, {});  // decoded after the seam
+  m.forward(std::span<const int32_t>(history).subspan(n0, held - n0), live,
+            {});  // decoded after the seam
   runtime::HealJob heal(m, std::span<const int32_t>(history).first(n0));
   const int64_t chunk = 25;  // 3 chunks per layer
   int64_t steps = 0;
@@ -40,7 +41,8 @@ TEST(Heal, RebuildsTheNativeCacheLayerByLayer) {
       // Layers already swapped are native for the carried positions; the rest untouched.
       const size_t rows = static_cast<size_t>(n0 * g.kv_dim());
       for (int64_t l = 0; l < heal.layers_done(); ++l) {
-        EXPECT_LT(max_rel_diff(live.k(l), native.k(l), rows), 1e-4) << "layer " << l << " step " << steps;
+        EXPECT_LT(max_rel_diff(live.k(l), native.k(l), rows), 1e-4)
+            << "layer " << l << " step " << steps;
       }
       for (int64_t l = heal.layers_done(); l < g.n_layers; ++l) EXPECT_EQ(live.k(l)[0], 0.0f);
     }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ladder/shared_fixture.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/ladder.h"
 #include "molt/ladder/synthetic.h"
@@ -30,32 +31,6 @@ namespace molt::test {
 
 constexpr int64_t kVocab = 400;
 
-// ctest runs every test in its own process: the ladder and its maps are built once per build of
-// the test binary, under <build>/test-fixtures/, and reused (built in a scratch folder and
-// renamed into place, so concurrent test processes never see half of it).
-inline std::filesystem::path shared_fixture(const std::string& name,
-                                            const std::function<void(const std::filesystem::path&)>& build) {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(MOLT_BINARY).parent_path() / "test-fixtures";
-  const auto stamp = fs::last_write_time("/proc/self/exe").time_since_epoch().count();
-  const fs::path dir = root / (name + "-" + std::to_string(stamp));
-  if (fs::exists(dir / "ready")) return dir;
-  fs::create_directories(root);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {  // fixtures of older builds
-    const std::string n = e.path().filename().string();
-    if (n.rfind(name + "-", 0) == 0 && e.path() != dir && n.find(".tmp") == std::string::npos) fs::remove_all(e.path(), ec);
-  }
-  const fs::path tmp = root / (name + "-" + std::to_string(stamp) + ".tmp" + std::to_string(::getpid()));
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
-  build(tmp);
-  std::ofstream(tmp / "ready") << "ok\n";
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp, ec);  // another process got there first
-  return dir;
-}
-
 struct RuntimeLadder {
   std::filesystem::path with_maps, without_maps;  // manifests
   std::string maps_note;                          // why maps are absent, when they are
@@ -63,15 +38,16 @@ struct RuntimeLadder {
 
   RuntimeLadder() {
     set_num_threads(1);  // deterministic and quick on a shared machine
-    const std::filesystem::path dir = shared_fixture("runtime-ladder", [this](const std::filesystem::path& d) {
-      SyntheticLadderOptions o;
-      o.vocab = kVocab;
-      const auto manifest = write_synthetic_ladder(d / "maps-ladder", o);
-      o.route_method = "reprefill";
-      write_synthetic_ladder(d / "plain-ladder", o);
-      fit_maps(*Ladder::open(manifest), d);
-      std::ofstream(d / "maps_note.txt") << maps_note;
-    });
+    const std::filesystem::path dir =
+        shared_fixture("runtime-ladder", [this](const std::filesystem::path& d) {
+          SyntheticLadderOptions o;
+          o.vocab = kVocab;
+          const auto manifest = write_synthetic_ladder(d / "maps-ladder", o);
+          o.route_method = "reprefill";
+          write_synthetic_ladder(d / "plain-ladder", o);
+          fit_maps(*Ladder::open(manifest), d);
+          std::ofstream(d / "maps_note.txt") << maps_note;
+        });
     with_maps = dir / "maps-ladder" / "ladder.json";
     without_maps = dir / "plain-ladder" / "ladder.json";
     maps_note = read_file(dir / "maps_note.txt");
@@ -89,7 +65,8 @@ struct RuntimeLadder {
     }
     try {
       for (const ManifestRoute& r : l.manifest().routes) {
-        auto sp = Model::load(l.rung(l.index(r.from)).path()), dp = Model::load(l.rung(l.index(r.to)).path());
+        auto sp = Model::load(l.rung(l.index(r.from)).path()),
+             dp = Model::load(l.rung(l.index(r.to)).path());
         const Model &s = *sp, &d = *dp;
         FitOptions fo;
         fo.sequences = 12;
@@ -113,7 +90,8 @@ struct RuntimeLadder {
     const Model& m = *models[static_cast<size_t>(r)];
     KVCache c = m.new_cache(static_cast<int64_t>(prefix.size()));
     const std::vector<float> logits = m.prefill(prefix, c);
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + kVocab) - logits.begin());
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + kVocab) -
+                                logits.begin());
   }
 };
 

@@ -111,6 +111,18 @@ TEST_F(Apply, AnchorsRerunTheTailNatively) {
   }
 }
 
+TEST_F(Apply, InconsistentMapsAreRefused) {
+  MapData m = test::identity_map(*model_);
+  m.layers[1].k_weight.pop_back();
+  EXPECT_THROW(CacheMap::from_data(m), Error);
+  m = test::identity_map(*model_);
+  m.layers[0].v_sources = {7};
+  EXPECT_THROW(CacheMap::from_data(m), Error);
+  m = test::identity_map(*model_);
+  m.layers.pop_back();
+  EXPECT_THROW(CacheMap::from_data(m), Error);
+}
+
 TEST_F(Apply, BadCallsGetClearErrors) {
   auto map = CacheMap::from_data(test::identity_map(*model_, 1));
   auto message = [&](const TransferOptions& o, const KVCache& src) {

@@ -117,6 +117,24 @@ TEST_F(CliTransfer, ShardsMergedEqualOneRun) {
   EXPECT_NE(r.output.find("shards 2, 3 of 3 are missing"), std::string::npos) << r.output;
 }
 
+TEST_F(CliTransfer, KeptStatisticsSolveAblations) {
+  auto r = test::run_molt(fit_args() + " --k 2 --keep-stats --out " + path("kept"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(*dir_ / "kept" / "stats-1-of-1.molt-stats"));
+  r = test::run_molt("fit merge " + path("kept") + " --method depth-remap --out " + path("remap"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt("fit report --json " + path("remap"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["method"], "depth-remap");
+  EXPECT_EQ(j["k"], 1);
+  EXPECT_EQ(j["sources"]["k"], nlohmann::json::parse("[[0], [2]]"));
+  // These statistics cannot give a diagonal map (and the route could not have one).
+  r = test::run_molt("fit merge " + path("kept") + " --method diagonal --out " + path("nope"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--method diagonal"), std::string::npos) << r.output;
+}
+
 TEST_F(CliTransfer, ErrorsAreClear) {
   auto r = test::run_molt("fit --to " + path("small") + " --out x");
   EXPECT_EQ(r.exit_code, 1);
@@ -140,6 +158,40 @@ TEST_F(CliTransfer, ErrorsAreClear) {
   r = test::run_molt("fit report " + path("nothing"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("index.json: missing"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace molt
+
+namespace molt {
+namespace {
+
+// On the trained tiny ladder (skipped where it is absent): a text corpus through the rung's
+// tokenizer, and needles with the switch right before the answer. A route from s to itself
+// with an (almost) exact map answers exactly as s reading the prompt itself.
+TEST(CliTransferLadder, SelfRouteNeedlesMatchTheNativeReceiver) {
+  const std::filesystem::path ladder = std::filesystem::path(MOLT_SOURCE_DIR) / "models" / "tiny-ladder";
+  const std::filesystem::path s = ladder / "s";
+  if (!std::filesystem::exists(s / "model.safetensors") || !std::filesystem::exists(s / "tokenizer.json")) {
+    GTEST_SKIP() << "models/tiny-ladder/s is absent";
+  }
+  test::TempDir d;
+  const std::string route = " --from " + s.string() + " --to " + s.string();
+  auto r = test::run_molt("fit" + route + " --corpus " + (ladder / "data" / "test.txt").string() +
+                          " --sequences 12 --seq-len 128 --stride 1 --heldout-every 4 --k all "
+                          "--lambda 1e-7 --threads 1 --out " + (d / "maps").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt("transfer needle" + route + " --maps " + (d / "maps").string() + " --needles " +
+                     (ladder / "data" / "needles.jsonl").string() +
+                     " --context 256 --count 4 --threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["count"], 4);
+  std::map<std::string, int64_t> correct;
+  for (const auto& c : j["conditions"]) correct[c["condition"]] = c["correct"];
+  EXPECT_EQ(correct.at("map (ridge)"), correct.at("receiver reads the prompt")) << r.output;
+  EXPECT_EQ(correct.at("sender reads the prompt"), correct.at("receiver reads the prompt"));
+  EXPECT_TRUE(correct.count("token-identity cache"));
 }
 
 }  // namespace

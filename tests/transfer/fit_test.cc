@@ -130,6 +130,20 @@ TEST_F(Fit, CrossGeometryRouteChoosesKByHeldOutNll) {
   for (float v : dst.k(1).subspan(0, 30 * small_cfg_.kv_dim())) ASSERT_TRUE(std::isfinite(v));
 }
 
+TEST_F(Fit, TokenIdentityFloorIsExactWhereKvDependOnTheTokenAlone) {
+  // Layer 0's keys (un-rotated) and values are functions of the token id alone: with every id
+  // seen in training, the token-identity floor reproduces them on held-out rows.
+  test::write_ids_file(dir_ / "few.txt", 8 * 40, 12, 5);
+  FitOptions o = small_options();
+  o.k = 1;
+  const MapData data = solve_route(collect(*big_, *small_, dir_ / "few.txt", o), *big_, *small_, o);
+  const auto& layers = data.info["residuals"]["layers"];
+  EXPECT_LT(layers[0]["k_token_identity"]["rel_rms"].get<double>(), 1e-5);
+  EXPECT_LT(layers[0]["v_token_identity"]["rel_rms"].get<double>(), 1e-5);
+  // Deeper layers depend on context: the floor leaves a residual there.
+  EXPECT_GT(layers[1]["v_token_identity"]["rel_rms"].get<double>(), 1e-3);
+}
+
 TEST_F(Fit, DepthRemapReadsTheProportionalLayer) {
   FitOptions o = small_options();
   o.method = "depth-remap";

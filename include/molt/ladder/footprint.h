@@ -19,10 +19,10 @@ struct FootprintShape {
 };
 
 struct Footprint {
-  size_t weight_bytes = 0;       // stored tensors, mmapped; leave RSS when parked
-  size_t heap_weight_bytes = 0;  // norms and biases widened to f32 at load; stay when parked
+  size_t weight_bytes = 0;        // stored tensors, mmapped; leave RSS when parked
+  size_t heap_weight_bytes = 0;   // norms and biases widened to f32 at load; stay when parked
   size_t kv_bytes_per_token = 0;  // K and V of every layer, f32
-  size_t scratch_bytes = 0;      // peak transient buffers of a prefill chunk (decode is less)
+  size_t scratch_bytes = 0;       // peak transient buffers of a prefill chunk (decode is less)
 
   // Loaded with a cache of `kv_tokens` positions (the cache is allocated at capacity).
   size_t total(int64_t kv_tokens) const {

@@ -25,6 +25,12 @@ size_t process_rss_bytes(int pid);
 // phase can be measured; false where the kernel does not allow it.
 bool reset_peak_rss();
 
-inline double to_mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+// Hands memory the allocator holds free back to the OS (glibc keeps freed heap chunks resident;
+// a released cache would otherwise still count in RSS). Cheap; called after a release.
+void return_free_memory();
+
+inline double to_mib(size_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
 
 }  // namespace molt

@@ -36,6 +36,9 @@ class Rung {
   // Maps the checkpoint and touches every page so the weights are resident (a cold load reads
   // the file; a warm one the page cache). Unparks a parked rung. Returns the wall ms it took.
   double load();
+  // Maps the checkpoint without touching the weights: the model (config, geometry) is usable,
+  // its weights are not resident yet: the state is parked. No-op unless released.
+  void open_parked();
   // madvise(MADV_DONTNEED) over the weights: RSS falls by weight_bytes; the file stays mapped.
   void park();
   // Touches the pages again. Returns the wall ms it took.

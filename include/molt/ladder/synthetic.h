@@ -31,8 +31,8 @@ struct SyntheticLadderOptions {
   // until someone fits them: the runtime then falls back to re-prefill); "reprefill" routes
   // carry no map.
   std::string route_method = "maps";
-  bool tokenizer = true;           // write merges.txt into each rung
-  std::string tokenizer_salt;      // non-empty: rung 0 gets a different merge list (tests)
+  bool tokenizer = true;       // write merges.txt into each rung
+  std::string tokenizer_salt;  // non-empty: rung 0 gets a different merge list (tests)
 };
 
 // Writes <dir>/<rung>/{config.json, generation_config.json, model.safetensors, merges.txt}

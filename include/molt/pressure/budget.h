@@ -11,10 +11,10 @@
 namespace molt {
 
 struct BudgetQuery {
-  int64_t step = 0;           // session steps so far (tokens, plus parked checks)
-  double elapsed_ms = 0;      // since the session started
-  double reference_mib = 0;   // the top rung's footprint for this session (relative traces)
-  double used_mib = 0;        // what the session's accounting says it holds now
+  int64_t step = 0;          // session steps so far (tokens, plus parked checks)
+  double elapsed_ms = 0;     // since the session started
+  double reference_mib = 0;  // the top rung's footprint for this session (relative traces)
+  double used_mib = 0;       // what the session's accounting says it holds now
 };
 
 class BudgetSource {
@@ -44,7 +44,8 @@ class TraceBudget : public BudgetSource {
 // Any function of the query (tests, scripted pressure).
 class FunctionBudget : public BudgetSource {
  public:
-  explicit FunctionBudget(std::function<double(const BudgetQuery&)> f, std::string name = "function")
+  explicit FunctionBudget(std::function<double(const BudgetQuery&)> f,
+                          std::string name = "function")
       : f_(std::move(f)), name_(std::move(name)) {}
   double budget_mib(const BudgetQuery& q) override { return f_(q); }
   void idle(double) override {}

@@ -34,7 +34,8 @@ std::optional<CgroupMemory> read_cgroup_memory(std::string* why_not);
 // Parses a limit file's content: a number of bytes, or "max" (v1: ≥ 2^62) = no limit.
 std::optional<uint64_t> parse_cgroup_limit(const std::string& text, const std::string& source);
 // Parses "key value" lines (memory.events, memory.stat).
-std::map<std::string, uint64_t> parse_key_values(const std::string& text, const std::string& source);
+std::map<std::string, uint64_t> parse_key_values(const std::string& text,
+                                                 const std::string& source);
 
 struct PsiLine {
   double avg10 = 0, avg60 = 0, avg300 = 0;  // percent of wall time stalled
@@ -67,9 +68,9 @@ uint64_t parse_meminfo_field(const std::string& text, const std::string& key,
                              const std::string& source);
 
 struct LiveOptions {
-  double reserve_mib = 64;      // kept free for everything else
-  double squeeze = 0.8;         // on a PSI trigger or a new cgroup high/max event: budget =
-  double squeeze_ms = 2000;     //   squeeze × what is used now, for squeeze_ms
+  double reserve_mib = 64;   // kept free for everything else
+  double squeeze = 0.8;      // on a PSI trigger or a new cgroup high/max event: budget =
+  double squeeze_ms = 2000;  //   squeeze × what is used now, for squeeze_ms
   uint64_t psi_stall_us = 150000, psi_window_us = 2000000;
 };
 

@@ -7,10 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace molt {
 
@@ -23,23 +22,25 @@ struct TokenEvent {
 
 struct MigrationEvent {
   std::string from, to;
-  std::string policy;     // what ran: reprefill, release-reprefill, molt, heal
-  double ms = 0;          // wall ms from the budget check to the receiver's first logits
-  double flops_saved = 0;  // fraction of the receiver's re-prefill FLOPs not spent before it resumes
-  double pressure = 0;    // 1 − budget / top rung's footprint, in [0, 1]
+  std::string policy;  // what ran: reprefill, release-reprefill, molt, heal
+  double ms = 0;       // wall ms from the budget check to the receiver's first logits
+  double flops_saved =
+      0;                // fraction of the receiver's re-prefill FLOPs not spent before it resumes
+  double pressure = 0;  // 1 − budget / top rung's footprint, in [0, 1]
   // Detail.
   std::string requested;  // the session's policy (auto, or one that fell back)
   std::string direction;  // "down" or "up"
   int64_t context = 0;    // positions carried across
   int64_t at_token = 0;   // index of the first token the receiver produces
   double budget_mib = 0;
-  double peak_mib = 0;      // accounted peak during the migration
-  // Measured RSS high-water mark over the session's starting RSS, from the moment the sender
-  // is released or parked (reprefill: from the start, the sender stays) to the receiver ready.
+  double peak_mib = 0;  // accounted peak during the migration
+  // Measured RSS high-water mark, less the process's own overhead (RSS beyond the accounted
+  // weights and cache after the first prefill), from the moment the sender is released or
+  // parked (reprefill: from the start, the sender stays) to the receiver ready.
   double rss_peak_mib = NAN;
   double load_ms = 0, carry_ms = 0, first_decode_ms = 0;
-  double seam_kl = NAN;     // KL(p_sender ‖ p_receiver) at the seam, when measured
-  std::string note;         // why a fallback was taken, or what auto chose and why
+  double seam_kl = NAN;  // KL(p_sender ‖ p_receiver) at the seam, when measured
+  std::string note;      // why a fallback was taken, or what auto chose and why
 };
 
 struct BudgetEvent {
@@ -76,8 +77,8 @@ struct DoneEvent {
   std::string reason;  // "max_tokens", "eos", "killed"
   std::string tail;    // text held back by the stream decoder (a character never completed)
   int64_t parks = 0;
-  double migration_ms = 0;     // sum over migrations
-  double peak_mib = 0;         // accounted peak over the session
+  double migration_ms = 0;       // sum over migrations
+  double peak_mib = 0;           // accounted peak over the session
   double max_overshoot_mib = 0;  // max(accounted − budget) over checks after enforcement
   double elapsed_ms = 0;
 };

@@ -12,12 +12,13 @@ enum class Policy {
   kReprefill,         // C: load the receiver beside the sender, re-read prompt + generated text
   kReleaseReprefill,  // free the sender first, then load the receiver and re-read (peak = receiver)
   kMolt,              // D: park the sender, load the receiver, carry the cache through a map
-  kHeal,              // molt, then re-prefill natively in chunks between decode steps, layer by layer
-  kAuto,              // chooses per migration from route, context length and map quality
+  kHeal,  // molt, then re-prefill natively in chunks between decode steps, layer by layer
+  kAuto,  // chooses per migration from route, context length and map quality
 };
 
 const char* policy_name(Policy p);
-// "hold" | "small" | "reprefill" | "release-reprefill" | "molt" | "heal" | "auto"; errors list them.
+// "hold" | "small" | "reprefill" | "release-reprefill" | "molt" | "heal" | "auto"; errors list
+// them.
 Policy parse_policy(const std::string& name);
 const std::vector<std::string>& policy_names();
 

@@ -42,8 +42,8 @@ struct SessionOptions {
   double up_margin = 0.10;  // hysteresis for moving up ...
   int64_t up_after = 3;     // ... sustained for this many checks
   int64_t prefill_chunk = 64;
-  int64_t heal_chunk = 64;  // heal: positions of one layer re-prefilled per decode step
-  double poll_ms = 20;      // parked: wait between checks (wall-clock budget sources)
+  int64_t heal_chunk = 64;             // heal: positions of one layer re-prefilled per decode step
+  double poll_ms = 20;                 // parked: wait between checks (wall-clock budget sources)
   int64_t max_parked_steps = 1000000;  // a parked session gives up after this many checks
 
   TransferOptions transfer;
@@ -59,8 +59,8 @@ struct SessionOptions {
 };
 
 struct SessionResult {
-  std::vector<int32_t> tokens;      // the answer
-  std::vector<std::string> rungs;   // which rung produced each token
+  std::vector<int32_t> tokens;     // the answer
+  std::vector<std::string> rungs;  // which rung produced each token
   std::vector<MigrationEvent> migrations;
   DoneEvent done;
 };
@@ -82,6 +82,7 @@ class Session {
 // last position's logits).
 double prefill_flops(const ModelConfig& c, int64_t n);
 // KL(p ‖ q) of the softmax distributions of two logit vectors over their first `vocab` entries.
-double kl_from_logits(std::span<const float> p_logits, std::span<const float> q_logits, int64_t vocab);
+double kl_from_logits(std::span<const float> p_logits, std::span<const float> q_logits,
+                      int64_t vocab);
 
 }  // namespace molt

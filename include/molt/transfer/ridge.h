@@ -48,6 +48,7 @@ struct Residual {
   // ‖Y − Ŷ‖ / ‖Y − Ȳ‖ = sqrt(1 − R²): 1 = no better than predicting the mean.
   double centred() const;
   double r2() const { return tss > 0 ? 1.0 - rss / tss : 0.0; }
+  // Sums over disjoint outputs of the same rows.
   void add(const Residual& o) { rss += o.rss, sum_sq += o.sum_sq, tss += o.tss, n = o.n; }
 };
 // rss per output channel is accumulated; ridge fits.

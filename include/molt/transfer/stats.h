@@ -45,12 +45,13 @@ struct BoundarySpec {
 
 // What is accumulated; two statistics merge only when their layouts are equal.
 struct StatsLayout {
-  std::string method;  // "ridge" / "depth-remap": full moments; "diagonal": per channel
+  // "full": all cross-layer moments (solvable as ridge or depth-remap); "diagonal": per channel
+  std::string kind;
   CacheGeometry sender, receiver;
   std::vector<BoundarySpec> boundaries;
   int64_t token_vocab = 0;  // > 0: per-token sums of the receiver's K/V (token-identity floor)
 
-  bool diagonal() const { return method == "diagonal"; }
+  bool diagonal() const { return kind == "diagonal"; }
   nlohmann::json to_json() const;
   static StatsLayout from_json(const nlohmann::json& j, const std::string& source);
   bool operator==(const StatsLayout& o) const { return to_json() == o.to_json(); }

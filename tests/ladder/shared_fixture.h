@@ -1,0 +1,41 @@
+// Test fixtures built once per build of a test binary and shared by its test processes.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+namespace molt::test {
+
+// ctest runs every test in its own process: the ladder and its maps are built once per build of
+// the test binary, under <build>/test-fixtures/, and reused (built in a scratch folder and
+// renamed into place, so concurrent test processes never see half of it).
+inline std::filesystem::path shared_fixture(
+    const std::string& name, const std::function<void(const std::filesystem::path&)>& build) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(MOLT_BINARY).parent_path() / "test-fixtures";
+  const auto stamp = fs::last_write_time("/proc/self/exe").time_since_epoch().count();
+  const fs::path dir = root / (name + "-" + std::to_string(stamp));
+  if (fs::exists(dir / "ready")) return dir;
+  fs::create_directories(root);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {  // fixtures of older builds
+    const std::string n = e.path().filename().string();
+    if (n.rfind(name + "-", 0) == 0 && e.path() != dir && n.find(".tmp") == std::string::npos)
+      fs::remove_all(e.path(), ec);
+  }
+  const fs::path tmp =
+      root / (name + "-" + std::to_string(stamp) + ".tmp" + std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  build(tmp);
+  std::ofstream(tmp / "ready") << "ok\n";
+  fs::rename(tmp, dir, ec);
+  if (ec) fs::remove_all(tmp, ec);  // another process got there first
+  return dir;
+}
+
+}  // namespace molt::test
