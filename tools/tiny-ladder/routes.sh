@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Fits and evaluates the tiny ladder's KV maps (DESIGN.md §3, §6) with the C++ CLI:
+#   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge, k chosen by held-out
+#                       prefix NLL, boundary maps for recompute r = 1, 2)
+#   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
+#                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
+#                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
+# then writes ladder.json with the routes and TRANSFER.md from the JSON alone.
+# Needs the training corpus (tools/tiny-ladder/work/corpus, made by build.sh) for
+# calibration; evaluation reads only the committed held-out split.
+# Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s").
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+ladder="$root/models/tiny-ladder"
+work="$here/work"
+molt="$root/build/molt"
+py=/usr/bin/python3
+SEQUENCES="${SEQUENCES:-300}"
+THREADS="${THREADS:-2}"
+ROUTES="${ROUTES:-l:m m:s l:s}"
+
+[[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
+[[ -f "$work/corpus/train.jsonl" ]] || {
+  echo "routes.sh: $work/corpus/train.jsonl missing; run tools/tiny-ladder/build.sh first" >&2
+  exit 1
+}
+calib="$work/calibration.txt"
+if [[ ! -s "$calib" ]]; then
+  "$py" - "$work/corpus/train.jsonl" "$calib" <<'PY'
+import json, sys
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    for line in open(sys.argv[1], encoding="utf-8"):
+        out.write(json.loads(line)["text"] + "\n\n")
+PY
+fi
+mkdir -p "$ladder/maps/eval" "$work/maps"
+test_txt="$ladder/data/test.txt"
+needles="$ladder/data/needles.jsonl"
+
+for route in $ROUTES; do
+  from="${route%%:*}" to="${route##*:}" name="${route/:/-}"
+  echo "== $from → $to" >&2
+  "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
+    --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 --threads "$THREADS" \
+    --out "$ladder/maps/$name" | tee "$work/maps/fit-$name.log" >&2
+  "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
+    --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
+    --out "$work/maps/$name-depth" >&2
+  "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
+    --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 \
+    --recompute-layers 1,2 --anchors 16 --threads "$THREADS" --json \
+    > "$ladder/maps/eval/$name.transfer.json"
+  "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$work/maps/$name-depth" \
+    --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --no-floors \
+    --threads "$THREADS" --json > "$ladder/maps/eval/$name.depth-remap.json"
+  for ctx in 700 2048; do
+    "$molt" transfer needle --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
+      --needles "$needles" --context "$ctx" --count 30 --recompute-layers 2 --threads "$THREADS" \
+      --json > "$ladder/maps/eval/$name.needle-$ctx.json"
+  done
+done
+
+"$py" "$here/routes_report.py" --ladder "$ladder" --routes "$ROUTES"
+echo "routes: done -> $ladder/maps, $ladder/ladder.json, $ladder/TRANSFER.md" >&2
