@@ -28,6 +28,7 @@ struct GenerateArgs {
   SamplingParams sampling;
   bool ignore_eos = false;
   int threads = 0;
+  std::string precision = "native";
 };
 
 void run(const GenerateArgs& a) {
@@ -38,7 +39,9 @@ void run(const GenerateArgs& a) {
   }
   if (a.model.empty()) fail("give --model DIR (one model) or --ladder FILE (an elastic ladder)");
   set_num_threads(a.threads);
-  auto model = Model::load(a.model);
+  LoadOptions load_options;
+  load_options.precision = parse_precision(a.precision);
+  auto model = Model::load(a.model, load_options);
   const ModelConfig& c = model->config();
   // Text in, text out when a prompt is given (the tokenizer comes from the model directory);
   // ids in, ids out otherwise, so synthetic checkpoints need no tokenizer.
@@ -118,6 +121,9 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option("--seed", a->sampling.seed, "sampling seed");
   s->add_flag("--ignore-eos", a->ignore_eos, "keep going past end-of-sequence tokens");
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  s->add_option("--precision", a->precision,
+                "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
+      ->capture_default_str();
   s->callback([a] { run(*a); });
 });
 

@@ -82,21 +82,58 @@ json ids_to_json(const std::vector<int64_t>& ids) {
   return ids.size() == 1 ? json(ids[0]) : json(ids);
 }
 
-QuantSpec parse_quantization(const json& q, const std::string& src) {
+// `src` names the file, `key` the object ("quantization" or "quantization.<layer>").
+QuantLayer parse_quant_layer(const json& q, const std::string& src, const std::string& key,
+                             bool int8) {
+  QuantLayer l;
+  l.group_size = static_cast<int>(required_int(q, src + ": " + key, "group_size"));
+  l.bits = static_cast<int>(required_int(q, src + ": " + key, "bits"));
+  if (int8) {
+    if (l.bits != 8)
+      fail("{}: field '{}.bits' is {}, int8 mode needs 8", src, key, q["bits"].dump());
+    if (l.group_size != 0 && l.group_size != 32 && l.group_size != 64 && l.group_size != 128) {
+      fail("{}: field '{}.group_size' is {}, expected 0 (per channel), 32, 64 or 128", src, key,
+           q["group_size"].dump());
+    }
+    return l;
+  }
+  if (l.bits != 2 && l.bits != 3 && l.bits != 4 && l.bits != 6 && l.bits != 8) {
+    fail("{}: field '{}.bits' is {}, expected one of 2, 3, 4, 6, 8", src, key, q["bits"].dump());
+  }
+  if (l.group_size != 32 && l.group_size != 64 && l.group_size != 128) {
+    fail("{}: field '{}.group_size' is {}, expected one of 32, 64, 128", src, key,
+         q["group_size"].dump());
+  }
+  return l;
+}
+
+QuantSpec parse_quantization(const json& q, const std::string& src, const char* key) {
+  const std::string where = fmt::format("{}: field '{}'", src, key);
   if (!q.is_object()) {
-    fail("{}: field 'quantization' is a {}, expected {{\"group_size\": G, \"bits\": B}}", src,
-         q.type_name());
+    fail("{} is a {}, expected {{\"group_size\": G, \"bits\": B}}", where, q.type_name());
   }
   QuantSpec s;
-  s.group_size = static_cast<int>(required_int(q, src + ": quantization", "group_size"));
-  s.bits = static_cast<int>(required_int(q, src + ": quantization", "bits"));
-  if (s.bits != 2 && s.bits != 3 && s.bits != 4 && s.bits != 6 && s.bits != 8) {
-    fail("{}: field 'quantization.bits' is {}, expected one of 2, 3, 4, 6, 8", src,
-         q["bits"].dump());
+  if (q.contains("quant_method")) {
+    fail("{}: quantization method {} is not supported (MLX affine or molt int8)", where,
+         q["quant_method"].dump());
   }
-  if (s.group_size != 32 && s.group_size != 64 && s.group_size != 128) {
-    fail("{}: field 'quantization.group_size' is {}, expected one of 32, 64, 128", src,
-         q["group_size"].dump());
+  if (q.contains("mode")) {
+    if (!q["mode"].is_string()) fail("{}: 'mode' is not a string", where);
+    s.mode = q["mode"].get<std::string>();
+    if (s.mode != "affine" && s.mode != "int8") {
+      fail("{}: mode '{}' is not supported (affine or int8)", where, s.mode);
+    }
+  }
+  const bool int8 = s.mode == "int8";
+  const QuantLayer top = parse_quant_layer(q, src, key, int8);
+  s.group_size = top.group_size;
+  s.bits = top.bits;
+  for (const auto& [name, v] : q.items()) {
+    if (v.is_object()) {
+      s.layers[name] = parse_quant_layer(v, src, fmt::format("{}.{}", key, name), int8);
+    } else if (v.is_boolean() && !v.get<bool>()) {
+      s.layers[name] = QuantLayer{};
+    }
   }
   return s;
 }
@@ -201,7 +238,11 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     c.bos_token_id = ids[0];
   }
   if (has(j, "eos_token_id")) c.eos_token_ids = token_ids(j["eos_token_id"], src, "eos_token_id");
-  if (has(j, "quantization")) c.quantization = parse_quantization(j["quantization"], src);
+  if (has(j, "quantization")) {
+    c.quantization = parse_quantization(j["quantization"], src, "quantization");
+  } else if (has(j, "quantization_config")) {
+    c.quantization = parse_quantization(j["quantization_config"], src, "quantization_config");
+  }
   return c;
 }
 
@@ -255,8 +296,13 @@ json model_config_to_json(const ModelConfig& c) {
   }
   if (!c.attention_bias) j["attention_bias"] = false;
   if (c.quantization) {
-    j["quantization"] = {{"group_size", c.quantization->group_size},
-                         {"bits", c.quantization->bits}};
+    json q = {{"group_size", c.quantization->group_size}, {"bits", c.quantization->bits}};
+    if (c.quantization->mode != "affine") q["mode"] = c.quantization->mode;
+    for (const auto& [name, l] : c.quantization->layers) {
+      q[name] = l.bits == 0 ? json(false) : json{{"group_size", l.group_size}, {"bits", l.bits}};
+    }
+    j["quantization"] = q;
+    j["quantization_config"] = q;
   }
   return j;
 }

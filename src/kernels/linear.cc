@@ -8,26 +8,51 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
+#include "kernels/qmatvec.h"
 #include "molt/common/error.h"
 
 namespace molt {
-namespace {
 
 void check_weight(const WeightMatrix& w, const char* op) {
-  if (w.dtype != DType::F32 && w.dtype != DType::BF16 && w.dtype != DType::F16) {
-    fail("{}: weight dtype {} is not supported (F32, BF16, F16)", op, dtype_name(w.dtype));
-  }
   if (w.rows < 0 || w.cols < 0) fail("{}: weight shape [{}, {}] is negative", op, w.rows, w.cols);
   if (w.data == nullptr && w.rows * w.cols > 0) fail("{}: weight data is null", op);
+  if (w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16) return;
+  if (!w.quantized()) {
+    fail("{}: weight dtype {} is not supported (F32, BF16, F16, I8, U32)", op, dtype_name(w.dtype));
+  }
+  if (w.dtype == DType::U32 && w.bits != 4 && w.bits != 8) {
+    fail("{}: {} bits per weight is not supported (4 or 8)", op, w.bits);
+  }
+  if (w.group_size <= 0 || w.cols % w.group_size != 0) {
+    fail("{}: group size {} does not divide the input dimension {}", op, w.group_size, w.cols);
+  }
+  if (w.scale_dtype != DType::F32 && w.scale_dtype != DType::BF16 && w.scale_dtype != DType::F16) {
+    fail("{}: scale dtype {} is not supported (F32, BF16, F16)", op, dtype_name(w.scale_dtype));
+  }
+  if (w.scales == nullptr && w.rows * w.cols > 0) fail("{}: the scales are missing", op);
+  if (w.dtype == DType::U32 && w.biases == nullptr && w.rows * w.cols > 0) {
+    fail("{}: the biases are missing", op);
+  }
 }
 
-// Widens rows [r0, r1) of a 16-bit W into dst (row-major, cols floats per row).
-void widen_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* dst) {
-  const auto* src = static_cast<const uint16_t*>(w.data);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = r0; r < r1; ++r) {
-    widen_row_16(w.dtype, src + r * w.cols, w.cols, dst + (r - r0) * w.cols);
+namespace {
+
+// Row r of any checked W as f32.
+void row_f32(const WeightMatrix& w, int64_t r, float* dst) {
+  if (w.quantized()) {
+    dequantize_row_q(w, r, dst);
+  } else if (w.dtype == DType::F32) {
+    const float* src = static_cast<const float*>(w.data) + r * w.cols;
+    std::copy(src, src + w.cols, dst);
+  } else {
+    widen_row_16(w.dtype, static_cast<const uint16_t*>(w.data) + r * w.cols, w.cols, dst);
   }
+}
+
+// Widens (dequantises) rows [r0, r1) of W into dst (row-major, cols floats per row).
+void widen_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* dst) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = r0; r < r1; ++r) row_f32(w, r, dst + (r - r0) * w.cols);
 }
 
 }  // namespace
@@ -39,7 +64,11 @@ void matvec(const WeightMatrix& w, const float* x, float* y) {
     std::fill(y, y + w.rows, 0.0f);
     return;
   }
-  matvec_dispatch(w, x, y);
+  if (w.quantized()) {
+    qmatvec_dispatch(w, x, y);
+  } else {
+    matvec_dispatch(w, x, y);
+  }
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
@@ -82,12 +111,7 @@ void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, 
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {
   check_weight(w, "dequantize_row");
   if (row < 0 || row >= w.rows) fail("dequantize_row: row {} is outside [0, {})", row, w.rows);
-  if (w.dtype == DType::F32) {
-    const float* src = static_cast<const float*>(w.data) + row * w.cols;
-    std::copy(src, src + w.cols, out);
-    return;
-  }
-  widen_row_16(w.dtype, static_cast<const uint16_t*>(w.data) + row * w.cols, w.cols, out);
+  row_f32(w, row, out);
 }
 
 }  // namespace molt

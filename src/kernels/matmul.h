@@ -8,7 +8,7 @@
 
 namespace molt {
 
-// y[n × rows] = x · Wᵀ for BF16 / F16 W, widening `tile_rows` rows of W per sgemm call.
+// y[n × rows] = x · Wᵀ for BF16 / F16 / quantised W, widening `tile_rows` rows of W per sgemm call.
 void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t tile_rows);
 
 }  // namespace molt

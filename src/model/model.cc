@@ -36,6 +36,72 @@ WeightMatrix matrix(const WeightStore& s, const std::string& name, int64_t rows,
   return WeightMatrix{t.dtype, rows, cols, t.data};
 }
 
+bool is_dense(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+// The weight of linear (or embedding) `module` ("model.layers.0.self_attn.q_proj"), [rows, cols]
+// logical, dense or quantised as config.json says. MLX leaves some modules dense (a layer
+// whose input size the group does not divide, or per-layer "false"): a dense weight with no
+// scales is taken as it is.
+WeightMatrix linear_weight(const WeightStore& s, const ModelConfig& c, const std::string& module,
+                           int64_t rows, int64_t cols) {
+  const std::string wname = module + ".weight";
+  if (!c.quantization) return matrix(s, wname, rows, cols);
+  const QuantSpec& spec = *c.quantization;
+  const QuantLayer l = spec.layer(module);
+  const TensorView& t = s.get(wname);
+  const TensorView* sc = s.find(module + ".scales");
+  const TensorView* bi = s.find(module + ".biases");
+  if (l.bits == 0 || (sc == nullptr && is_dense(t.dtype))) return matrix(s, wname, rows, cols);
+  const bool int8 = spec.mode == "int8";
+  const DType want = int8 ? DType::I8 : DType::U32;
+  if (t.dtype != want) {
+    fail("{}: dtype {} but a {} weight is stored as {}", where(s, wname), dtype_name(t.dtype),
+         int8 ? "int8-quantised" : "MLX-quantised", dtype_name(want));
+  }
+  if (sc == nullptr) {
+    fail("{}: quantised weight without its scales (tensor '{}.scales' is missing)", where(s, wname),
+         module);
+  }
+  int64_t G = l.group_size;
+  if (int8) {
+    check_shape(s, t, {rows, cols});
+    if (G == 0) G = cols;
+  } else {
+    if (l.bits != 4 && l.bits != 8) {
+      fail("{}: {}-bit weights are not supported (4 or 8)", where(s, wname), l.bits);
+    }
+    if (cols * l.bits % 32 != 0 || t.shape != std::vector<int64_t>{rows, cols * l.bits / 32}) {
+      fail("{}: packed shape {} but {} inputs at {} bits need [{}, {}] uint32", where(s, wname),
+           t.shape_str(), cols, l.bits, rows, cols * l.bits / 32);
+    }
+    if (bi == nullptr) {
+      fail("{}: MLX-quantised weight without its biases (tensor '{}.biases' is missing)",
+           where(s, wname), module);
+    }
+  }
+  if (G <= 0 || cols % G != 0) {
+    fail("{}: group size {} does not divide the input dimension {}", where(s, wname), G, cols);
+  }
+  check_dense_dtype(s, *sc);
+  check_shape(s, *sc, {rows, cols / G});
+  if (bi != nullptr && !int8) {
+    if (bi->dtype != sc->dtype) {
+      fail("{}: dtype {} differs from the scales' {}", where(s, bi->name), dtype_name(bi->dtype),
+           dtype_name(sc->dtype));
+    }
+    check_shape(s, *bi, {rows, cols / G});
+  }
+  WeightMatrix w{t.dtype, rows, cols, t.data};
+  w.bits = int8 ? 8 : l.bits;
+  w.group_size = G;
+  w.scale_dtype = sc->dtype;
+  w.scales = sc->data;
+  w.biases = int8 ? nullptr : bi->data;
+  return w;
+}
+
 // Norm weights and biases are small: widen them to f32 once at load.
 std::vector<float> vector_f32(const WeightStore& s, const std::string& name, int64_t n) {
   const TensorView& t = s.get(name);
@@ -63,47 +129,89 @@ void linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::filesystem::path& dir) {
+Precision parse_precision(const std::string& name) {
+  if (name == "native") return Precision::Native;
+  if (name == "int8") return Precision::Int8;
+  if (name == "q4") return Precision::Q4;
+  if (name == "q8") return Precision::Q8;
+  fail("precision '{}' is not one of native, int8, q4, q8", name);
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Int8:
+      return "int8";
+    case Precision::Q4:
+      return "q4";
+    case Precision::Q8:
+      return "q8";
+    default:
+      return "native";
+  }
+}
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->config_ = load_model_config(dir);
   const ModelConfig& c = m->config_;
-  if (c.quantization) {
-    fail("{}: quantised checkpoints (quantization in config.json) are not supported yet",
-         (dir / "config.json").string());
+  if (c.quantization && options.precision != Precision::Native) {
+    fail("{}: the checkpoint is already quantised; --precision {} needs a dense one",
+         (dir / "config.json").string(), precision_name(options.precision));
   }
   m->store_ = WeightStore::open_dir(dir);
   const WeightStore& s = m->store_;
   ModelWeights& w = m->weights_;
   const int64_t d = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
 
-  w.embed = matrix(s, "model.embed_tokens.weight", c.vocab_size, d);
-  if (c.tie_word_embeddings) {
-    w.lm_head = w.embed;
-  } else {
-    w.lm_head = matrix(s, "lm_head.weight", c.vocab_size, d);
-  }
+  w.embed = linear_weight(s, c, "model.embed_tokens", c.vocab_size, d);
+  if (!c.tie_word_embeddings) w.lm_head = linear_weight(s, c, "lm_head", c.vocab_size, d);
   w.final_norm = vector_f32(s, "model.norm.weight", d);
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    L.q = matrix(s, p + "self_attn.q_proj.weight", q, d);
-    L.k = matrix(s, p + "self_attn.k_proj.weight", kv, d);
-    L.v = matrix(s, p + "self_attn.v_proj.weight", kv, d);
-    L.o = matrix(s, p + "self_attn.o_proj.weight", d, q);
+    L.q = linear_weight(s, c, p + "self_attn.q_proj", q, d);
+    L.k = linear_weight(s, c, p + "self_attn.k_proj", kv, d);
+    L.v = linear_weight(s, c, p + "self_attn.v_proj", kv, d);
+    L.o = linear_weight(s, c, p + "self_attn.o_proj", d, q);
     if (c.attention_bias) {
       L.q_bias = vector_f32(s, p + "self_attn.q_proj.bias", q);
       L.k_bias = vector_f32(s, p + "self_attn.k_proj.bias", kv);
       L.v_bias = vector_f32(s, p + "self_attn.v_proj.bias", kv);
     }
-    L.gate = matrix(s, p + "mlp.gate_proj.weight", ff, d);
-    L.up = matrix(s, p + "mlp.up_proj.weight", ff, d);
-    L.down = matrix(s, p + "mlp.down_proj.weight", d, ff);
+    L.gate = linear_weight(s, c, p + "mlp.gate_proj", ff, d);
+    L.up = linear_weight(s, c, p + "mlp.up_proj", ff, d);
+    L.down = linear_weight(s, c, p + "mlp.down_proj", d, ff);
     L.input_norm = vector_f32(s, p + "input_layernorm.weight", d);
     L.post_attention_norm = vector_f32(s, p + "post_attention_layernorm.weight", d);
   }
   w.bytes = s.total_bytes();
+  if (options.precision != Precision::Native) m->quantize_weights(options);
+  if (c.tie_word_embeddings) w.lm_head = w.embed;
   return m;
+}
+
+void Model::quantize_weights(const LoadOptions& o) {
+  ModelWeights& w = weights_;
+  auto quantize = [&](WeightMatrix& mat) {
+    // As MLX does, a matrix the group does not tile stays dense.
+    if (o.precision != Precision::Int8 && mat.cols % o.group_size != 0) return;
+    const DType scale_dtype = mat.dtype;  // MLX keeps scales in the model dtype
+    auto q = std::make_unique<QuantizedMatrix>(
+        o.precision == Precision::Int8 ? quantize_int8(mat, 0)
+                                       : quantize_affine(mat, o.precision == Precision::Q4 ? 4 : 8,
+                                                         o.group_size, scale_dtype));
+    w.bytes = w.bytes - mat.bytes() + q->view().bytes();
+    mat = q->view();
+    owned_.push_back(std::move(q));
+  };
+  quantize(w.embed);
+  if (!config_.tie_word_embeddings) quantize(w.lm_head);
+  for (LayerWeights& L : w.layers) {
+    for (WeightMatrix* mat : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) quantize(*mat);
+  }
+  // Nothing refers to the file's pages any more: give them back.
+  store_.release_pages();
 }
 
 CacheGeometry Model::cache_geometry() const {

@@ -147,19 +147,22 @@ TEST(Linear, EverySimdTargetMatchesReference) {
 }
 
 TEST(Linear, RejectsUnsupportedDtype) {
-  std::vector<int8_t> data(4);
-  const WeightMatrix w{DType::I8, 2, 2, data.data()};
+  std::vector<int32_t> data(4);
+  const WeightMatrix w{DType::I32, 2, 2, data.data()};
   float x[2] = {1, 2}, y[2];
   try {
     matvec(w, x, y);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("matvec: weight dtype I8 is not supported"),
+    EXPECT_NE(std::string(e.what()).find("matvec: weight dtype I32 is not supported"),
               std::string::npos)
         << e.what();
   }
   EXPECT_THROW(matmul(w, x, 1, y), Error);
   EXPECT_THROW(dequantize_row(w, 0, y), Error);
+  // I8 is quantised: without a group size and scales it is refused too.
+  const WeightMatrix i8{DType::I8, 2, 2, data.data()};
+  EXPECT_THROW(matvec(i8, x, y), Error);
 }
 
 TEST(Linear, RejectsNullDataAndBadRow) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -10,10 +11,28 @@
 
 namespace molt {
 
-// MLX affine quantisation ("quantization": {"group_size": G, "bits": B}); absent = dense.
-struct QuantSpec {
+// One layer's quantisation: bits 0 = left dense.
+struct QuantLayer {
   int group_size = 0;
   int bits = 0;
+};
+
+// config.json "quantization" (or "quantization_config"); absent = dense.
+//   MLX affine: {"group_size": G, "bits": B}, G in 32/64/128, B in 2/3/4/6/8, optionally with
+//   per-layer entries {"model.layers.0.mlp.down_proj": {"group_size": G, "bits": B} or false}.
+//   molt symmetric int8: {"mode": "int8", "bits": 8, "group_size": G}, G = 0 per channel.
+struct QuantSpec {
+  QuantSpec() = default;
+  QuantSpec(int g, int b) : group_size(g), bits(b) {}
+  int group_size = 0;
+  int bits = 0;
+  std::string mode = "affine";               // "affine" or "int8"
+  std::map<std::string, QuantLayer> layers;  // per-layer overrides, by module path
+  // The spec of module `path` (e.g. "model.layers.3.self_attn.q_proj").
+  QuantLayer layer(const std::string& path) const {
+    auto it = layers.find(path);
+    return it != layers.end() ? it->second : QuantLayer{group_size, bits};
+  }
 };
 
 struct ModelConfig {

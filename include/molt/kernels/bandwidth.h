@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace molt {
 
@@ -14,5 +15,13 @@ double measure_triad_bandwidth_gbs(size_t mib, int repeats);
 // Read-only bandwidth: a sum over one float array of `mib` MiB, best of `repeats`. This is
 // the access pattern of matvec (weights read once, nothing written back).
 double measure_read_bandwidth_gbs(size_t mib, int repeats);
+
+}  // namespace molt
+
+namespace molt {
+
+// GFLOP/s of OpenBLAS sgemm C[m × n] = A[m × k] · B[n × k]ᵀ (row-major, as prefill calls it),
+// best of `repeats` after one warm-up, on the kernel threads.
+double measure_sgemm_gflops(int64_t m, int64_t n, int64_t k, int repeats);
 
 }  // namespace molt

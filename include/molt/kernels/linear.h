@@ -1,6 +1,15 @@
 // Linear layers: y = W x for one token (decode) and Y = X Wᵀ for many (prefill).
 // W is row-major [rows = out features, cols = in features], exactly as a Hugging Face
 // nn.Linear weight is stored, in the dtype of the file; compute is f32.
+//
+// Quantised weights (see molt/kernels/quant.h for the formats) are described by the same
+// struct: `dtype` names the storage of `data` and selects the scheme.
+//   F32, BF16, F16  dense [rows, cols].
+//   I8              symmetric int8: w = scale · q, q in [-127, 127], data [rows, cols] int8,
+//                   scales [rows, cols / group_size] (group_size = cols: per output channel).
+//   U32             MLX affine: w = scale · q + bias, q in [0, 2^bits), data
+//                   [rows, cols · bits / 32] uint32 with element k of each word in bits
+//                   [k·bits, (k+1)·bits); scales and biases [rows, cols / group_size].
 #pragma once
 
 #include <cstdint>
@@ -10,21 +19,50 @@
 namespace molt {
 
 struct WeightMatrix {
-  DType dtype = DType::F32;  // F32, BF16 or F16 (quantised layouts: kernels issue)
+  DType dtype = DType::F32;  // F32, BF16, F16 (dense), I8 or U32 (quantised)
   int64_t rows = 0;
-  int64_t cols = 0;
+  int64_t cols = 0;  // logical input features (unpacked)
   const void* data = nullptr;
-  size_t bytes() const { return static_cast<size_t>(rows * cols) * dtype_size(dtype); }
+  // Quantised only.
+  int bits = 0;                    // U32: 4 or 8; I8: 8
+  int64_t group_size = 0;          // input features per scale (divides cols)
+  DType scale_dtype = DType::F32;  // of scales and biases: F32, F16 or BF16
+  const void* scales = nullptr;    // [rows, cols / group_size]
+  const void* biases = nullptr;    // U32 only, same shape and dtype as scales
+
+  bool quantized() const { return dtype == DType::I8 || dtype == DType::U32; }
+  int64_t groups() const { return group_size > 0 ? cols / group_size : 0; }
+  // Bytes of `data` (packed) alone.
+  size_t data_bytes() const {
+    if (dtype == DType::U32) return static_cast<size_t>(rows * cols * bits / 8);
+    return static_cast<size_t>(rows * cols) * dtype_size(dtype);
+  }
+  // Bytes read by one matvec: data plus scales and biases.
+  size_t bytes() const {
+    size_t b = data_bytes();
+    if (quantized()) {
+      b += static_cast<size_t>(rows * groups()) * dtype_size(scale_dtype) *
+           (dtype == DType::U32 ? 2 : 1);
+    }
+    return b;
+  }
 };
 
-// y[rows] = W · x[cols]. Rows are split over the kernel threads.
+// y[rows] = W · x[cols]. Rows are split over the kernel threads. Quantised weights take a
+// fused-dequantisation kernel (x is rounded to int8 per block of 32 or 64 inputs on AVX2 and
+// above; exact f32 elsewhere).
 void matvec(const WeightMatrix& w, const float* x, float* y);
 
-// y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm; 16-bit
-// weights are widened in tiles and fed to sgemm.
+// y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm; 16-bit and
+// quantised weights are dequantised in tiles and fed to sgemm.
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
-// Copies row `row` of W into out[cols] as f32 (embedding lookup).
+// Copies row `row` of W into out[cols] as f32 (embedding lookup). Quantised rows are
+// computed as float(scale) * float(q) + float(bias), in f32 with no fused multiply-add.
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out);
+
+// Throws molt::Error naming `op` when W is not a usable weight (dtype, shape, group size,
+// missing scales or biases).
+void check_weight(const WeightMatrix& w, const char* op);
 
 }  // namespace molt

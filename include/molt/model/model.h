@@ -13,6 +13,7 @@
 #include "molt/formats/safetensors.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/ops.h"
+#include "molt/kernels/quant.h"
 #include "molt/model/kv_cache.h"
 
 namespace molt {
@@ -31,10 +32,25 @@ struct ModelWeights {
   size_t bytes = 0;  // bytes of stored weights referenced
 };
 
+// Weights as stored (dense or quantised in the file), or quantised at load time:
+// int8 = symmetric int8 per output channel, q4 / q8 = MLX affine 4 / 8 bits, group 64.
+enum class Precision { Native, Int8, Q4, Q8 };
+// "native", "int8", "q4", "q8"; throws naming the accepted values otherwise.
+Precision parse_precision(const std::string& name);
+const char* precision_name(Precision p);
+
+struct LoadOptions {
+  Precision precision = Precision::Native;
+  int64_t group_size = 64;  // q4 / q8 (int8 is per channel)
+};
+
 class Model {
  public:
-  // Loads config.json (+ generation_config.json) and the safetensors of `dir`.
-  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+  // Loads config.json (+ generation_config.json) and the safetensors of `dir`. A checkpoint
+  // whose config has "quantization" binds MLX affine (U32 weight + scales + biases) or molt
+  // int8 (I8 weight + scales) linears; LoadOptions quantises a dense checkpoint in memory.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir,
+                                     const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -66,9 +82,11 @@ class Model {
 
  private:
   Model() = default;
+  void quantize_weights(const LoadOptions& o);
   ModelConfig config_;
   WeightStore store_;
   ModelWeights weights_;
+  std::vector<std::unique_ptr<QuantizedMatrix>> owned_;  // load-time quantised weights
 };
 
 }  // namespace molt

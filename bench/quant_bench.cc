@@ -1,0 +1,117 @@
+// Quantised matvec microbenchmarks at the real Qwen2.5 shapes: GB/s of weights (packed data
+// plus scales and biases) read by the fused-dequantisation kernels, each pass beside a STREAM
+// triad pass so both see the same background load (best of each kept), and the ratio.
+// Also the load-time quantisers' speed. Run: build/bench/molt_quant_bench (or via ctest-free
+// scripts/performance.sh).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "kernels/matvec.h"
+#include "molt/kernels/linear.h"
+#include "molt/kernels/quant.h"
+#include "molt/kernels/threads.h"
+
+namespace molt {
+namespace {
+
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+// 0: MLX 4-bit group 64 (bf16 scales), 1: MLX 8-bit group 64, 2: int8 per channel.
+const char* kind_name(int k) {
+  return k == 0 ? "q4g64" : k == 1 ? "q8g64" : "int8";
+}
+
+std::deque<QuantizedMatrix> make_copies(int kind, int64_t rows, int64_t cols) {
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  uint32_t s = 12345;
+  for (float& v : w) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 26);
+  }
+  const WeightMatrix dense{DType::F32, rows, cols, w.data()};
+  std::deque<QuantizedMatrix> copies;
+  copies.push_back(kind == 2 ? quantize_int8(dense, 0)
+                             : quantize_affine(dense, kind == 0 ? 4 : 8, 64, DType::BF16));
+  const size_t bytes = copies[0].view().bytes();
+  const size_t count = std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes);
+  for (size_t i = 1; i < count; ++i) copies.push_back(copies[0]);
+  return copies;
+}
+
+// Args: kind, rows, cols, threads.
+void BM_QMatvecVsTriad(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2);
+  set_num_threads(static_cast<int>(state.range(3)));
+  const std::deque<QuantizedMatrix> copies = make_copies(kind, rows, cols);
+  std::vector<WeightMatrix> views;
+  for (const auto& q : copies) views.push_back(q.view());
+  std::vector<float> x(static_cast<size_t>(cols), 0.25f), y(static_cast<size_t>(rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  const int64_t n = int64_t{32} << 20;
+  static std::vector<float> a(static_cast<size_t>(n)), b(a.size(), 1.0f), c(a.size(), 2.0f);
+  using clock = std::chrono::steady_clock;
+  double best_triad = 1e30, best_matvec = 1e30;
+  for (auto _ : state) {
+    auto t0 = clock::now();
+    float* pa = a.data();
+    const float* pb = b.data();
+    const float* pc = c.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+    best_triad = std::min(best_triad, std::chrono::duration<double>(clock::now() - t0).count());
+    t0 = clock::now();
+    for (const WeightMatrix& w : views) matvec(w, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    best_matvec = std::min(best_matvec, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  const double triad = 12.0 * static_cast<double>(n) / best_triad / 1e9;
+  const double gbs = static_cast<double>(views[0].bytes() * views.size()) / best_matvec / 1e9;
+  state.counters["matvec_GB/s"] = gbs;
+  state.counters["triad_GB/s"] = triad;
+  state.counters["ratio"] = gbs / triad;
+  state.counters["Gweights/s"] =
+      static_cast<double>(rows * cols) * static_cast<double>(views.size()) / best_matvec / 1e9;
+  state.SetLabel(std::string(kind_name(kind)) + " " + simd_target_name());
+  set_num_threads(0);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  const int64_t shapes[][2] = {{4864, 896}, {896, 4864}, {8960, 1536}, {1536, 8960}, {151936, 896}};
+  for (int kind : {0, 1, 2}) {
+    for (const auto& s : shapes) {
+      for (int threads : {2, 1}) b->Args({kind, s[0], s[1], threads});
+    }
+  }
+}
+BENCHMARK(BM_QMatvecVsTriad)
+    ->Apply(Shapes)
+    ->ArgNames({"kind", "rows", "cols", "thr"})
+    ->Iterations(8)
+    ->Unit(benchmark::kMillisecond);
+
+// Load-time quantisation speed, GB/s of f32 input.
+void BM_Quantize(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int64_t rows = 4864, cols = 896;
+  set_num_threads(0);
+  std::vector<float> w(static_cast<size_t>(rows * cols), 0.01f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 251) * 1e-3f - 0.12f;
+  const WeightMatrix dense{DType::F32, rows, cols, w.data()};
+  for (auto _ : state) {
+    QuantizedMatrix q = kind == 2 ? quantize_int8(dense, 0)
+                                  : quantize_affine(dense, kind == 0 ? 4 : 8, 64, DType::BF16);
+    benchmark::DoNotOptimize(q.data.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * rows * cols * 4);
+  state.SetLabel(kind_name(kind));
+}
+BENCHMARK(BM_Quantize)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace molt

@@ -1,0 +1,27 @@
+// molt quantize: a quantised copy of a dense Hugging Face checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace molt {
+
+struct QuantizeOptions {
+  std::string mode = "affine";  // "affine" (MLX layout, bits 4 or 8) or "int8" (symmetric)
+  int bits = 4;
+  int64_t group_size = 64;  // affine: 32, 64, 128; int8: 0 (per channel), 32, 64, 128
+  size_t max_shard_bytes = size_t{4} << 30;
+};
+
+// Writes into `out` (created; must not be `src`): the safetensors with every linear and the
+// embedding (and an untied lm_head) quantised — affine as MLX stores it
+// ("<module>.weight" U32 packed, "<module>.scales" and "<module>.biases" in the model dtype),
+// int8 as "<module>.weight" I8 plus "<module>.scales" F32 — everything else copied as is;
+// config.json with "quantization" and "quantization_config" added; the other files of `src`
+// (tokenizer, generation_config.json, ...) copied. A module whose input size the group does
+// not divide stays dense, as MLX leaves it. Returns the bytes of tensors written.
+size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
+                           const QuantizeOptions& o);
+
+}  // namespace molt

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Measures decode and prefill speed for every precision at the Qwen2.5-0.5B and 1.5B
+# geometries, the memory bandwidth and sgemm peak of this same run, the quantised kernels'
+# microbenchmarks and the tiny ladder's held-out NLL per precision, then generates
+# docs/PERFORMANCE.md from those outputs alone (scripts/performance_report.py).
+#
+#   scripts/performance.sh                 # full run (~10 minutes on 2 cores)
+#   QUICK=1 scripts/performance.sh         # fewer decode steps, no microbenchmarks
+#   PAUSE='train.py --size' scripts/performance.sh
+#        # SIGSTOPs processes matching PAUSE around each timed measurement (and always
+#        # SIGCONTs them after, also on failure), so a shared machine's background jobs
+#        # do not disturb the figures.
+#
+# Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
+# (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
+# when absent), THREADS (2), DOC (docs/PERFORMANCE.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MOLT=${MOLT:-build/molt}
+OUT=${OUT:-build/performance}
+CKPT=${CKPT:-/tmp}
+THREADS=${THREADS:-2}
+DOC=${DOC:-docs/PERFORMANCE.md}
+QUICK=${QUICK:-0}
+PAUSE=${PAUSE:-}
+PY=${PY:-$(command -v /usr/bin/python3 || command -v python3)}
+TOKENS=32
+[[ "$QUICK" == 1 ]] && TOKENS=16
+
+resume() { [[ -n "$PAUSE" ]] && pkill -CONT -f "$PAUSE" || true; }
+trap resume EXIT INT TERM
+# timed CMD...: runs CMD with the background paused.
+timed() {
+  [[ -n "$PAUSE" ]] && { pkill -STOP -f "$PAUSE" || true; sleep 1; }
+  local rc=0
+  "$@" || rc=$?
+  resume
+  return $rc
+}
+
+[[ -x "$MOLT" ]] || { echo "performance.sh: $MOLT is missing; run make build" >&2; exit 1; }
+mkdir -p "$OUT" "$(dirname "$DOC")"
+rm -f "$OUT"/decode.jsonl "$OUT"/nll.jsonl
+
+for geo in 0.5b 1.5b; do
+  for dt in f32 bf16; do
+    d="$CKPT/q$geo-$dt"
+    if [[ ! -f "$d/config.json" ]]; then
+      "$MOLT" synth --geometry "qwen2.5-$geo" --dtype "$dt" --seed 1 --out "$d" >/dev/null
+    fi
+  done
+done
+
+{
+  echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%MZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
+  echo " \"cpu\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\", \"cores\": $(nproc),"
+  echo " \"flags\": \"$(grep -o -w -E 'avx2|fma|f16c|avx512f|avx512_bf16|avx512_vnni|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')\","
+  echo " \"threads\": $THREADS}"
+} >"$OUT/machine.json"
+
+echo "== bandwidth, sgemm peak" >&2
+timed "$MOLT" bench bandwidth --threads "$THREADS" --json >"$OUT/bandwidth.json"
+timed "$MOLT" bench sgemm --threads "$THREADS" --tokens 512 --json >"$OUT/sgemm.json"
+
+# Decode at each precision; f32 and bf16 also time a 512-token prefill.
+for geo in 0.5b 1.5b; do
+  for run in "f32 native 512" "bf16 native 512" "bf16 int8 32" "bf16 q8 32" "bf16 q4 32"; do
+    set -- $run
+    echo "== decode qwen2.5-$geo $1 --precision $2" >&2
+    timed "$MOLT" bench decode --model "$CKPT/q$geo-$1" --threads "$THREADS" --precision "$2" \
+      --prompt-tokens "$3" --tokens "$TOKENS" --bandwidth --json |
+      "$PY" -c "import json,sys; j=json.loads(sys.stdin.read()); j['geometry']='qwen2.5-$geo'; j['source_dtype']='$1'; print(json.dumps(j))" \
+        >>"$OUT/decode.jsonl"
+  done
+done
+
+# Held-out NLL of the tiny ladder per precision (checkpoints written by molt quantize).
+for size in s m; do
+  src=models/tiny-ladder/$size
+  [[ -f "$src/model.safetensors" ]] || continue
+  "$MOLT" quantize --model "$src" --out "$OUT/tiny-$size-int8" --int8 --group-size 0 >/dev/null
+  "$MOLT" quantize --model "$src" --out "$OUT/tiny-$size-q8" --bits 8 --group-size 64 >/dev/null
+  "$MOLT" quantize --model "$src" --out "$OUT/tiny-$size-q4" --bits 4 --group-size 64 >/dev/null
+  for p in native int8 q8 q4; do
+    dir="$OUT/tiny-$size-$p"
+    [[ "$p" == native ]] && dir=$src
+    echo "== nll tiny-$size $p" >&2
+    "$MOLT" eval nll --model "$dir" --text-file models/tiny-ladder/data/test.txt \
+      --threads "$THREADS" --json |
+      "$PY" -c "import json,sys; j=json.loads(sys.stdin.read()); j['rung']='$size'; j['precision']='$p'; print(json.dumps(j))" \
+        >>"$OUT/nll.jsonl"
+  done
+done
+
+if [[ "$QUICK" != 1 && -x build/bench/molt_quant_bench ]]; then
+  echo "== microbenchmarks" >&2
+  timed build/bench/molt_quant_bench --benchmark_filter='BM_QMatvecVsTriad/.*/thr:2' \
+    --benchmark_format=json --benchmark_out="$OUT/quant_bench.json" >/dev/null
+  timed build/bench/molt_kernels_bench --benchmark_filter='BM_MatvecVsTriad/.*/thr:2' \
+    --benchmark_format=json --benchmark_out="$OUT/kernels_bench.json" >/dev/null
+fi
+
+"$PY" scripts/performance_report.py "$OUT" >"$DOC"
+echo "wrote $DOC" >&2

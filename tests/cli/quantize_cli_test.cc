@@ -1,0 +1,78 @@
+// molt quantize, --precision at load, bench decode's bound and bench sgemm, end to end.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace molt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tiny_s() {
+  return (fs::path(MOLT_SOURCE_DIR) / "models/tiny-ladder/s").string();
+}
+
+TEST(CliQuantize, WritesAnMlxCheckpointThatGenerates) {
+  if (!fs::exists(fs::path(tiny_s()) / "model.safetensors")) GTEST_SKIP();
+  test::TempDir dir;
+  const std::string out = (dir / "q4").string();
+  auto r = test::run_molt("quantize --model " + tiny_s() + " --out " + out +
+                          " --bits 4 --group-size 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("affine 4-bit, group 64"), std::string::npos) << r.output;
+  const auto cfg = nlohmann::json::parse(test::read_file(dir / "q4" / "config.json"));
+  EXPECT_EQ(cfg["quantization"], nlohmann::json({{"group_size", 64}, {"bits", 4}}));
+  EXPECT_EQ(cfg["quantization_config"], cfg["quantization"]);
+  r = test::run_molt("generate --model " + out + " --ids \"1 2 3\" --max-tokens 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "i8").string() +
+                     " --int8 --group-size 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt("generate --model " + (dir / "i8").string() +
+                     " --ids \"1 2 3\" --max-tokens 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(CliQuantize, BadArgumentsAreNamed) {
+  test::TempDir dir;
+  auto r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "x").string() +
+                          " --bits 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--bits 3 is not 4 or 8"), std::string::npos) << r.output;
+  r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "x").string() +
+                     " --group-size 48");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--group-size 48"), std::string::npos) << r.output;
+  r = test::run_molt("generate --model " + tiny_s() + " --ids \"1\" --precision int4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("precision 'int4'"), std::string::npos) << r.output;
+}
+
+TEST(CliQuantize, BenchDecodeReportsTheBoundAtEveryPrecision) {
+  if (!fs::exists(fs::path(tiny_s()) / "model.safetensors")) GTEST_SKIP();
+  for (const char* p : {"native", "int8", "q8", "q4"}) {
+    auto r = test::run_molt("bench decode --model " + tiny_s() +
+                            " --threads 1 --prompt-tokens 8 "
+                            "--tokens 2 --json --bandwidth --precision " +
+                            std::string(p));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j.at("precision"), p);
+    EXPECT_GT(j.at("triad_gb_s").get<double>(), 0.0);
+    EXPECT_GT(j.at("x_bound").get<double>(), 0.0);
+    EXPECT_GT(j.at("prefill_gflop_s").get<double>(), 0.0);
+  }
+}
+
+TEST(CliQuantize, BenchSgemmReportsAPeak) {
+  auto r = test::run_molt("bench sgemm --tokens 8 --repeats 1 --threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_GT(j.at("peak_gflop_s").get<double>(), 0.0);
+  EXPECT_EQ(j.at("runs").size(), 6u);
+}
+
+}  // namespace
+}  // namespace molt

@@ -1,0 +1,212 @@
+// Quantised weights: quantisers, dequantisation, the fused matvec (per SIMD target) and
+// prefill through dequantised tiles, against double references; bad descriptors.
+#include "molt/kernels/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/qmatvec.h"
+#include "kernels_test_util.h"
+#include "molt/common/error.h"
+#include "molt/kernels/linear.h"
+
+namespace molt {
+namespace {
+
+using test::random_floats;
+
+struct Case {
+  const char* mode;  // "affine" or "int8"
+  int bits;
+  int64_t group;
+  DType scale_dtype;
+};
+
+QuantizedMatrix make(const Case& c, const std::vector<float>& w, int64_t rows, int64_t cols) {
+  const WeightMatrix dense{DType::F32, rows, cols, w.data()};
+  return std::string(c.mode) == "int8" ? quantize_int8(dense, c.group)
+                                       : quantize_affine(dense, c.bits, c.group, c.scale_dtype);
+}
+
+// The stored matrix as f32, row by row.
+std::vector<float> dequantized(const WeightMatrix& q) {
+  std::vector<float> out(static_cast<size_t>(q.rows * q.cols));
+  for (int64_t r = 0; r < q.rows; ++r) dequantize_row(q, r, &out[static_cast<size_t>(r * q.cols)]);
+  return out;
+}
+
+// |y - W x| may grow by x's rounding to int8 (half a step of its block's absmax / 127, blocks
+// of at most 64 inputs) times Σ|w|, plus f32 rounding.
+void expect_matvec_close(const std::vector<float>& wq, int64_t rows, int64_t cols,
+                         const std::vector<float>& x, const std::vector<float>& y,
+                         const std::string& what) {
+  std::vector<float> step(static_cast<size_t>(cols));
+  for (int64_t b = 0; b < cols; b += 64) {
+    float amax = 0.0f;
+    for (int64_t i = b; i < std::min(cols, b + 64); ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (int64_t i = b; i < std::min(cols, b + 64); ++i) step[i] = amax / 127.0f;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    double ref = 0.0, mag = 0.0, xerr = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double wv = wq[static_cast<size_t>(r * cols + c)];
+      ref += wv * x[c];
+      mag += std::fabs(wv * x[c]);
+      xerr += std::fabs(wv) * 0.5 * step[c];
+    }
+    ASSERT_NEAR(y[r], ref, xerr + 1e-5 * mag + 1e-6) << what << " row " << r;
+  }
+}
+
+class QuantMatvec : public test::PerSimdTarget {};
+
+TEST_P(QuantMatvec, MatchesDequantizedReference) {
+  const Case cases[] = {
+      {"affine", 4, 32, DType::BF16}, {"affine", 4, 64, DType::BF16},
+      {"affine", 4, 128, DType::F16}, {"affine", 8, 32, DType::F32},
+      {"affine", 8, 64, DType::BF16}, {"affine", 8, 128, DType::F16},
+      {"int8", 8, 0, DType::F32},     {"int8", 8, 32, DType::F32},
+      {"int8", 8, 64, DType::F32},
+  };
+  const int64_t shapes[][2] = {{37, 256}, {8, 896}, {5, 128}, {9, 96}};
+  for (const Case& c : cases) {
+    for (const auto& s : shapes) {
+      const int64_t rows = s[0], cols = s[1];
+      const int64_t G = c.group == 0 ? cols : c.group;
+      if (cols % G != 0) continue;
+      const auto w = random_floats(static_cast<size_t>(rows * cols), 3);
+      const QuantizedMatrix q = make(c, w, rows, cols);
+      const WeightMatrix v = q.view();
+      const std::vector<float> wq = dequantized(v);
+      // x with an outlier, as Qwen activations have.
+      auto x = random_floats(static_cast<size_t>(cols), 4);
+      x[cols / 3] = 25.0f;
+      std::vector<float> y(static_cast<size_t>(rows), -1.0f);
+      matvec(v, x.data(), y.data());
+      const std::string what = std::string(c.mode) + " bits " + std::to_string(c.bits) + " group " +
+                               std::to_string(G) + " shape " + std::to_string(rows) + "x" +
+                               std::to_string(cols);
+      expect_matvec_close(wq, rows, cols, x, y, what);
+    }
+  }
+}
+
+MOLT_INSTANTIATE_PER_SIMD_TARGET(QuantMatvec);
+
+TEST(QuantExact, ExactPathMatchesDoubleReference) {
+  const int64_t rows = 19, cols = 384;
+  const auto w = random_floats(static_cast<size_t>(rows * cols), 5);
+  const auto x = random_floats(static_cast<size_t>(cols), 6);
+  for (const Case& c : {Case{"affine", 4, 64, DType::BF16}, Case{"affine", 8, 128, DType::F16},
+                        Case{"int8", 8, 0, DType::F32}}) {
+    const QuantizedMatrix q = make(c, w, rows, cols);
+    const std::vector<float> wq = dequantized(q.view());
+    std::vector<float> y(static_cast<size_t>(rows));
+    qmatvec_exact(q.view(), x.data(), y.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < cols; ++i) {
+        ref += static_cast<double>(wq[r * cols + i]) * x[i];
+        mag += std::fabs(static_cast<double>(wq[r * cols + i]) * x[i]);
+      }
+      ASSERT_NEAR(y[r], ref, 1e-5 * mag + 1e-6) << c.mode << " row " << r;
+    }
+  }
+}
+
+// MLX snaps the larger-magnitude edge of each group onto the grid (scale = edge / q0), which
+// can shrink the step a little so the far edge clips by up to one step: the error is at most
+// 1.5 steps there (half a step for int8).
+TEST(Quantize, RoundTripErrorIsBounded) {
+  const int64_t rows = 6, cols = 256;
+  auto w = random_floats(static_cast<size_t>(rows * cols), 7);
+  for (int64_t i = 0; i < cols; ++i) w[static_cast<size_t>(cols + i)] = 0.0f;  // a zero row
+  for (int bits : {4, 8}) {
+    const QuantizedMatrix q =
+        quantize_affine({DType::F32, rows, cols, w.data()}, bits, 64, DType::F32);
+    const std::vector<float> back = dequantized(q.view());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < cols / 64; ++g) {
+        const float s = std::fabs(reinterpret_cast<const float*>(q.scales.data())[r * 4 + g]);
+        for (int64_t i = g * 64; i < (g + 1) * 64; ++i) {
+          const size_t k = static_cast<size_t>(r * cols + i);
+          ASSERT_LE(std::fabs(back[k] - w[k]), 1.5f * s * 1.001f + 1e-7f)
+              << "bits " << bits << " row " << r << " col " << i;
+        }
+      }
+    }
+  }
+  const QuantizedMatrix q8 = quantize_int8({DType::F32, rows, cols, w.data()}, 0);
+  const std::vector<float> back = dequantized(q8.view());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = reinterpret_cast<const float*>(q8.scales.data())[r];
+    for (int64_t i = 0; i < cols; ++i) {
+      const size_t k = static_cast<size_t>(r * cols + i);
+      ASSERT_LE(std::fabs(back[k] - w[k]), 0.5f * s * 1.001f) << "int8 row " << r;
+    }
+  }
+}
+
+TEST(QuantMatmul, PrefillMatchesDequantizedGemm) {
+  const int64_t rows = 70, cols = 128, n = 5;
+  const auto w = random_floats(static_cast<size_t>(rows * cols), 8);
+  const auto x = random_floats(static_cast<size_t>(n * cols), 9);
+  for (const Case& c : {Case{"affine", 4, 32, DType::BF16}, Case{"int8", 8, 0, DType::F32}}) {
+    const QuantizedMatrix q = make(c, w, rows, cols);
+    const std::vector<float> wq = dequantized(q.view());
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    matmul(q.view(), x.data(), n, y.data());
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < cols; ++i) {
+          ref += static_cast<double>(wq[r * cols + i]) * x[t * cols + i];
+          mag += std::fabs(static_cast<double>(wq[r * cols + i]) * x[t * cols + i]);
+        }
+        ASSERT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-6) << c.mode;
+      }
+    }
+  }
+}
+
+void expect_error(const WeightMatrix& w, const std::string& needle) {
+  std::vector<float> x(static_cast<size_t>(std::max<int64_t>(w.cols, 1))), y(4);
+  try {
+    matvec(w, x.data(), y.data());
+    FAIL() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(QuantErrors, BadDescriptorsAreRefused) {
+  const std::vector<float> w(4 * 64, 0.5f);
+  QuantizedMatrix q = quantize_affine({DType::F32, 4, 64, w.data()}, 4, 32, DType::F32);
+  WeightMatrix v = q.view();
+  v.scales = nullptr;
+  expect_error(v, "scales are missing");
+  v = q.view();
+  v.biases = nullptr;
+  expect_error(v, "biases are missing");
+  v = q.view();
+  v.group_size = 48;
+  expect_error(v, "group size 48 does not divide");
+  v = q.view();
+  v.bits = 3;
+  expect_error(v, "3 bits");
+  v = q.view();
+  v.scale_dtype = DType::I32;
+  expect_error(v, "scale dtype");
+  EXPECT_THROW(quantize_affine({DType::F32, 4, 64, w.data()}, 4, 128, DType::F32), Error);
+  EXPECT_THROW(quantize_affine({DType::F32, 4, 64, w.data()}, 5, 32, DType::F32), Error);
+  EXPECT_THROW(quantize_int8({DType::F32, 4, 64, w.data()}, 48), Error);
+  EXPECT_THROW(quantize_int8(q.view(), 0), Error);  // already quantised
+}
+
+}  // namespace
+}  // namespace molt
