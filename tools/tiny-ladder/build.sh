@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds the tiny ladder from scratch with fixed seeds: corpus -> tokenizer ->
-# training (l, m, s) -> export -> needle set -> evaluation -> curves.
+# training (l, m, s) -> export -> needle set -> maps (routes.sh) -> evaluation
+# (evaluate.sh) -> curves.
 # Not run in CI: training takes CPU hours. Knobs (environment):
 #   THREADS=1             torch threads per training run
 #   TRAIN_TOKENS=60e6     token budget per rung
@@ -41,6 +42,9 @@ docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
 open(sys.argv[2], "w", encoding="utf-8").write("\n\n".join(docs) + "\n")
 EOF
 "$py" episodes.py --work "$work" --out "$out/data/needles.jsonl" --seed 99 --count 30
-"$py" evaluate.py --work "$work" --ladder "$out" --threads "$THREADS" --sizes "$(echo $SIZES | tr ' ' ',')"
+# Maps for the routes, then every figure from the C++ engine (`molt fit|eval|transfer`).
+make -C "$root" build
+"$here/routes.sh"
+"$here/evaluate.sh"
 "$py" plot.py --work "$work" --out "$out"
 echo "tiny-ladder: done -> $out"
