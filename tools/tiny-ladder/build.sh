@@ -15,7 +15,7 @@ out="$root/models/tiny-ladder"
 py=/usr/bin/python3   # Debian's python, where python3-torch lives
 
 # Corpus sources and the Python side come from Debian main.
-MOLT_EXTRA_PACKAGES="linux-source-6.1 python3.11-doc python3-torch python3-numpy python3-regex python3-matplotlib" \
+MOLT_EXTRA_PACKAGES="linux-source-6.1 python3.11-doc python3-torch python3-numpy python3-regex python3-matplotlib time" \
   "$root/scripts/install-deps.sh"
 
 THREADS="${THREADS:-1}"

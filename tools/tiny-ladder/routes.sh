@@ -18,7 +18,7 @@ molt="$root/build/molt"
 py=/usr/bin/python3
 SEQUENCES="${SEQUENCES:-300}"
 THREADS="${THREADS:-2}"
-ROUTES="${ROUTES:-l:m m:s l:s}"
+ROUTES="${ROUTES:-l:l-int8 l:m m:s l:s}"
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -35,15 +35,45 @@ with open(sys.argv[2], "w", encoding="utf-8") as out:
 PY
 fi
 mkdir -p "$ladder/maps/eval" "$work/maps"
+
+# The precision rung: l at int8 (per output channel), the route from l re-aligned diagonally.
+if [[ " $ROUTES " == *" l:l-int8 "* ]]; then
+  rm -rf "$ladder/l-int8"
+  "$molt" quantize --model "$ladder/l" --out "$ladder/l-int8" --int8 --group-size 0 >&2
+  "$py" - "$ladder/ladder.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+if not any(r["name"] == "l-int8" for r in m["rungs"]):
+    i = next(i for i, r in enumerate(m["rungs"]) if r["name"] == "l")
+    m["rungs"].insert(i + 1, {"name": "l-int8", "path": "l-int8", "precision": "int8"})
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+PY
+fi
 test_txt="$ladder/data/test.txt"
 needles="$ladder/data/needles.jsonl"
 
 for route in $ROUTES; do
   from="${route%%:*}" to="${route##*:}" name="${route/:/-}"
   echo "== $from → $to" >&2
-  "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
+  if [[ "$to" == "$from-int8" ]]; then
+    # Same model, other precision: per-channel diagonal re-alignment, no depth choice.
+    /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
+      --method diagonal --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
+      --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
+    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
+      --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --threads "$THREADS" \
+      --json > "$ladder/maps/eval/$name.transfer.json"
+    echo '{"conditions": []}' > "$ladder/maps/eval/$name.depth-remap.json"
+    for ctx in 700 2048; do
+      "$molt" transfer needle --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
+        --needles "$needles" --context "$ctx" --count 30 --threads "$THREADS" \
+        --json > "$ladder/maps/eval/$name.needle-$ctx.json"
+    done
+    continue
+  fi
+  /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
     --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 --threads "$THREADS" \
-    --out "$ladder/maps/$name" | tee "$work/maps/fit-$name.log" >&2
+    --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
   "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
     --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
     --out "$work/maps/$name-depth" >&2

@@ -73,7 +73,7 @@ def main():
                f"{ev['windows']} windows, {ev['scored_tokens']} tokens scored", "",
                "| condition | NLL | NLL gap | transfer KL | seam KL |", "|---|---|---|---|---|",
                f"| native re-prefill | {ev['native_nll']:.4f} | 0 | 0 | {ev['native_seam_kl']:.4f} |"]
-        conds = ev["conditions"] + [dict(c, condition="depth remap" if c["condition"] == "map"
+        conds = ev["conditions"] + [dict(c, condition="depth remap" if c["condition"].startswith("map")
                                          else "depth remap, " + c["condition"])
                                     for c in depth["conditions"]]
         for c in conds:
