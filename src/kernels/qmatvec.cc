@@ -47,6 +47,11 @@ namespace HWY_NAMESPACE {
 // each thread's weights arrive as four long sequential streams.
 constexpr int kStreams = 4;
 
+// Software prefetch distance in bytes along each row stream (rows are contiguous, so it runs
+// on into the stream's next row). At 4 bits a row of 896 inputs is only 7 cache lines and the
+// hardware prefetchers alone left decode at ~0.4x the triad bound.
+constexpr int64_t kPrefetchBytes = 1536;
+
 template <class Rows>
 HWY_INLINE void ForThreadRowsQ(int64_t rows, const Rows& rows_fn) {
   const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -106,13 +111,15 @@ HWY_INLINE float HSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// y[k * step] for the R rows r0 + k * step.
+// Symmetric int8 and 4-bit with G = 32 (a chunk spans two groups): y[k * step] for the R rows
+// r0 + k * step, scaling each group's sum once at its end.
 template <int R, Kind K>
 HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step, float* y) {
   const int64_t cols = w.cols, G = w.group_size, ng = w.groups();
   const int64_t row_bytes = K == kInt8 ? cols : cols * w.bits / 8;
   // Chunks (32 bytes) per group; one chunk spans two groups for 4-bit with G = 32.
-  const int64_t cpg = K == kAffine4G32 ? 1 : G * (K == kInt8 ? 8 : w.bits) / 8 / 32;
+  static_assert(K == kInt8 || K == kAffine4G32);
+  const int64_t cpg = K == kAffine4G32 ? 1 : G / 32;
   const uint8_t* wp[R];
   int64_t srow[R];
   __m256 acc[R];
@@ -124,7 +131,6 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
     tail[k] = 0.0f;
   }
   const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  const __m256i m80 = _mm256_set1_epi8(static_cast<char>(0x80));
   const int8_t* xq = xb.q.data();
   int64_t c = 0;
   for (int64_t g = 0; g < ng; g += (K == kAffine4G32 ? 2 : 1)) {
@@ -132,10 +138,14 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
     for (int k = 0; k < R; ++k) gacc[k] = _mm256_setzero_ps();
     for (int64_t j = 0; j < cpg; ++j, ++c) {
       const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
-      if constexpr (K == kAffine4 || K == kAffine4G32) {
+      if constexpr (K == kAffine4G32) {
         const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
         const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
         for (int k = 0; k < R; ++k) {
+          if ((c & 1) == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
+                         _MM_HINT_T0);
+          }
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
           const __m256i lo = _mm256_and_si256(raw, m0f);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
@@ -145,18 +155,14 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
         }
       } else {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
-        const __m256i ax = _mm256_abs_epi8(xv);  // unused by 8-bit affine
+        const __m256i ax = _mm256_abs_epi8(xv);
         for (int k = 0; k < R; ++k) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
-          __m256i p;
-          if constexpr (K == kAffine8) {
-            // q - 128 may be -128, which sign_epi8 cannot negate: move its sign onto x instead
-            // (|q - 128| <= 128 fits the unsigned operand).
-            const __m256i qs = _mm256_xor_si256(raw, m80);
-            p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
-          } else {
-            p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(raw, xv));
+          if ((c & 1) == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
+                         _MM_HINT_T0);
           }
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
+          const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(raw, xv));
           gacc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), dxv, gacc[k]);
         }
       }
@@ -171,15 +177,118 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
                    scale_at(w.scale_dtype, w.biases, srow[k] + g + 1) * xb.xsum[g + 1];
       } else {
         sv = _mm256_set1_ps(s0);
-        if constexpr (K != kInt8) {
-          tail[k] += s0 * xb.corr[static_cast<size_t>(g)] +
-                     scale_at(w.scale_dtype, w.biases, srow[k] + g) * xb.xsum[g];
-        }
       }
       acc[k] = _mm256_fmadd_ps(gacc[k], sv, acc[k]);
     }
   }
   for (int k = 0; k < R; ++k) y[k * step] = HSum(acc[k]) + tail[k];
+}
+
+// 8 consecutive scales (or biases) from entry i, as f32.
+HWY_INLINE __m256 Widen8(DType t, const void* p, int64_t i) {
+  if (t == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+  if (t == DType::F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// MLX affine with whole chunks per group (4-bit G >= 64, 8-bit G >= 32): the hot loop for
+// published MLX checkpoints. Per block of 8 chunks and row, one vector holds each chunk's
+// (weight scale × x scale), so a chunk costs one lane broadcast (vpermps) and one FMA on top
+// of its integer dot product; the bias (and 8-bit's 128 · Σx̃) terms are two short dot products
+// per row at the end. No scalar work per group.
+template <int R, int BITS>
+HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step,
+                           float* y) {
+  const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8, nc = row_bytes / 32;
+  const int64_t cpg = w.group_size * BITS / 8 / 32;  // 1, 2 or 4
+  const DType sd = w.scale_dtype;
+  const uint8_t* wp[R];
+  int64_t srow[R];
+  __m256 acc[R];
+  for (int k = 0; k < R; ++k) {
+    wp[k] = static_cast<const uint8_t*>(w.data) + (r0 + k * step) * row_bytes;
+    srow[k] = (r0 + k * step) * ng;
+    acc[k] = _mm256_setzero_ps();
+  }
+  const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const __m256i m80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  // Lane j of the block takes the scale of group j / cpg.
+  const __m256i expand = cpg == 1   ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+                         : cpg == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)
+                                    : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const int8_t* xq = xb.q.data();
+  const float* dx = xb.dx.data();
+  for (int64_t c0 = 0; c0 < nc; c0 += 8) {
+    const int64_t n = std::min<int64_t>(8, nc - c0), g0 = c0 / cpg;
+    __m256 S[R];
+    for (int k = 0; k < R; ++k) {
+      if (n == 8 && g0 + 8 <= ng) {
+        S[k] = _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
+                             _mm256_loadu_ps(dx + c0));
+      } else {
+        alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t j = 0; j < n; ++j) {
+          t[j] = scale_at(sd, w.scales, srow[k] + (c0 + j) / cpg) * dx[c0 + j];
+        }
+        S[k] = _mm256_load_ps(t);
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t c = c0 + j;
+      const __m256i lane = _mm256_set1_epi32(static_cast<int>(j));
+      if constexpr (BITS == 4) {
+        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
+        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
+        for (int k = 0; k < R; ++k) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
+          const __m256i lo = _mm256_and_si256(raw, m0f);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
+          const __m256i p =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                   _mm256_permutevar8x32_ps(S[k], lane), acc[k]);
+        }
+      } else {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
+        for (int k = 0; k < R; ++k) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
+          const __m256i qs = _mm256_xor_si256(raw, m80);
+          const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                   _mm256_permutevar8x32_ps(S[k], lane), acc[k]);
+        }
+      }
+    }
+  }
+  // Σ_g bias_g · Σx_g (+ scale_g · 128 Σx̃_g at 8 bits).
+  const float* xs = xb.xsum.data();
+  const float* corr = xb.corr.data();
+  for (int k = 0; k < R; ++k) {
+    __m256 t = _mm256_setzero_ps();
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+      t = _mm256_fmadd_ps(Widen8(sd, w.biases, srow[k] + g), _mm256_loadu_ps(xs + g), t);
+      if constexpr (BITS == 8) {
+        t = _mm256_fmadd_ps(Widen8(sd, w.scales, srow[k] + g), _mm256_loadu_ps(corr + g), t);
+      }
+    }
+    float tail = HSum(t);
+    for (; g < ng; ++g) {
+      tail += scale_at(sd, w.biases, srow[k] + g) * xs[g];
+      if constexpr (BITS == 8) tail += scale_at(sd, w.scales, srow[k] + g) * corr[g];
+    }
+    y[k * step] = HSum(acc[k]) + tail;
+  }
+}
+
+template <int BITS>
+void RunAffine(const WeightMatrix& w, const XQ& xb, float* y) {
+#pragma omp parallel
+  ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
+    RowsAffine<R, BITS>(w, xb, r, q, y + r);
+  });
 }
 
 template <Kind K>
@@ -214,10 +323,10 @@ void QMatvec(const WeightMatrix& w, const float* x, float* y) {
       RunQ<kInt8>(w, xb, y);
       return;
     case kAffine8:
-      RunQ<kAffine8>(w, xb, y);
+      RunAffine<8>(w, xb, y);
       return;
     case kAffine4:
-      RunQ<kAffine4>(w, xb, y);
+      RunAffine<4>(w, xb, y);
       return;
     case kAffine4G32:
       RunQ<kAffine4G32>(w, xb, y);
