@@ -281,6 +281,45 @@ TEST(HfConfigErrors, Quantization) {
   }
 }
 
+TEST(HfConfig, QuantizationModesAliasesAndPerLayerOverrides) {
+  // mlx-lm writes "quantization_config" too; either is read.
+  auto c = parse_model_config(with("quantization_config", {{"group_size", 32}, {"bits", 8}}), "x");
+  ASSERT_TRUE(c.quantization);
+  EXPECT_EQ(c.quantization->mode, "affine");
+  EXPECT_EQ(c.quantization->group_size, 32);
+  // molt's int8: group 0 = per output channel.
+  c = parse_model_config(with("quantization", {{"mode", "int8"}, {"group_size", 0}, {"bits", 8}}),
+                         "x");
+  EXPECT_EQ(c.quantization->mode, "int8");
+  EXPECT_EQ(c.quantization->group_size, 0);
+  expect_bad(with("quantization", {{"mode", "int8"}, {"group_size", 0}, {"bits", 4}}),
+             "quantization.bits", "int8");
+  expect_bad(with("quantization", {{"mode", "mxfp4"}, {"group_size", 32}, {"bits", 4}}),
+             "mode 'mxfp4'");
+  expect_bad(with("quantization_config", {{"quant_method", "gptq"}, {"bits", 4}}),
+             "quantization method");
+  // MLX mixed precision: per-module entries, false = left dense.
+  c = parse_model_config(
+      with("quantization", {{"group_size", 64},
+                            {"bits", 4},
+                            {"model.layers.0.mlp.down_proj", {{"group_size", 32}, {"bits", 8}}},
+                            {"lm_head", false}}),
+      "x");
+  EXPECT_EQ(c.quantization->layer("model.layers.0.mlp.down_proj").bits, 8);
+  EXPECT_EQ(c.quantization->layer("model.layers.0.mlp.down_proj").group_size, 32);
+  EXPECT_EQ(c.quantization->layer("lm_head").bits, 0);
+  EXPECT_EQ(c.quantization->layer("model.layers.1.mlp.up_proj").bits, 4);
+  expect_bad(
+      with("quantization", {{"group_size", 64},
+                            {"bits", 4},
+                            {"model.layers.0.mlp.down_proj", {{"group_size", 64}, {"bits", 5}}}}),
+      "quantization.model.layers.0.mlp.down_proj.bits");
+  // Round trip keeps mode and overrides.
+  const auto back = parse_model_config(model_config_to_json(c), "rt");
+  EXPECT_EQ(back.quantization->layer("model.layers.0.mlp.down_proj").bits, 8);
+  EXPECT_EQ(back.quantization->layer("lm_head").bits, 0);
+}
+
 TEST(HfConfigErrors, Files) {
   TempDir tmp;
   std::string e = error_of([&] { load_model_config(tmp.path()); });
