@@ -13,7 +13,8 @@
 #
 # Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
 # (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
-# when absent), THREADS (2), DOC (docs/PERFORMANCE.md).
+# when absent), THREADS (2), DOC (docs/PERFORMANCE.md). OMP_WAIT_POLICY is passed through
+# (molt runs PASSIVE unless it is set; ACTIVE is faster on a quiet machine) and recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MOLT=${MOLT:-build/molt}
@@ -55,6 +56,7 @@ done
   echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%MZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
   echo " \"cpu\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\", \"cores\": $(nproc),"
   echo " \"flags\": \"$(grep -o -w -E 'avx2|fma|f16c|avx512f|avx512_bf16|avx512_vnni|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')\","
+  echo " \"omp_wait_policy\": \"${OMP_WAIT_POLICY:-PASSIVE (molt default)}\","
   echo " \"threads\": $THREADS}"
 } >"$OUT/machine.json"
 

@@ -77,10 +77,11 @@ struct XQ {
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
   const bool nib = kind == kAffine4 || kind == kAffine4G32;
   const int64_t ce = nib ? 64 : 32, nc = w.cols / ce, G = w.group_size, ng = w.groups();
+  // dx, xsum and corr are zero-padded to whole vectors of 8 (read 8 at a time).
   b.q.resize(static_cast<size_t>(w.cols));
-  b.dx.resize(static_cast<size_t>(nc));
-  b.xsum.assign(static_cast<size_t>(ng), 0.0f);
-  b.corr.assign(static_cast<size_t>(ng), 0.0f);
+  b.dx.assign(static_cast<size_t>((nc + 7) / 8 * 8), 0.0f);
+  b.xsum.assign(static_cast<size_t>((ng + 7) / 8 * 8), 0.0f);
+  b.corr.assign(b.xsum.size(), 0.0f);
   for (int64_t c = 0; c < nc; ++c) {
     const float* xc = x + c * ce;
     float amax = 0.0f;
@@ -204,6 +205,7 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
   const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8, nc = row_bytes / 32;
   const int64_t cpg = w.group_size * BITS / 8 / 32;  // 1, 2 or 4
   const DType sd = w.scale_dtype;
+  const int64_t total = w.rows * ng;
   const uint8_t* wp[R];
   int64_t srow[R];
   __m256 acc[R];
@@ -224,7 +226,10 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
     const int64_t n = std::min<int64_t>(8, nc - c0), g0 = c0 / cpg;
     __m256 S[R];
     for (int k = 0; k < R; ++k) {
-      if (n == 8 && g0 + 8 <= ng) {
+      // Eight scales from g0 on: past this row's last group they are the next row's, which
+      // only meet lanes of chunks this row does not have (dx is zero-padded); the last
+      // rows, where that would read past the table, fill the vector one by one.
+      if (srow[k] + g0 + 8 <= total) {
         S[k] = _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
                              _mm256_loadu_ps(dx + c0));
       } else {
@@ -242,6 +247,10 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
         const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
         const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
         for (int k = 0; k < R; ++k) {
+          if ((c & 1) == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
+                         _MM_HINT_T0);
+          }
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
           const __m256i lo = _mm256_and_si256(raw, m0f);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
@@ -253,6 +262,10 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
       } else {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
         for (int k = 0; k < R; ++k) {
+          if ((c & 1) == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
+                         _MM_HINT_T0);
+          }
           const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
           const __m256i qs = _mm256_xor_si256(raw, m80);
           const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
@@ -268,18 +281,19 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
   for (int k = 0; k < R; ++k) {
     __m256 t = _mm256_setzero_ps();
     int64_t g = 0;
-    for (; g + 8 <= ng; g += 8) {
+    // As above: lanes past this row's groups meet zero padding of xsum and corr.
+    for (; g < ng && srow[k] + g + 8 <= total; g += 8) {
       t = _mm256_fmadd_ps(Widen8(sd, w.biases, srow[k] + g), _mm256_loadu_ps(xs + g), t);
       if constexpr (BITS == 8) {
         t = _mm256_fmadd_ps(Widen8(sd, w.scales, srow[k] + g), _mm256_loadu_ps(corr + g), t);
       }
     }
-    float tail = HSum(t);
+    float tail = 0.0f;
     for (; g < ng; ++g) {
       tail += scale_at(sd, w.biases, srow[k] + g) * xs[g];
       if constexpr (BITS == 8) tail += scale_at(sd, w.scales, srow[k] + g) * corr[g];
     }
-    y[k * step] = HSum(acc[k]) + tail;
+    y[k * step] = HSum(_mm256_add_ps(acc[k], t)) + tail;
   }
 }
 
