@@ -511,9 +511,23 @@ TEST_P(TinyLadder, ForcedMigrationsOnEveryRoute) {
     o.up_after = 1;
     o.up_margin = 0;
     const int64_t cap = static_cast<int64_t>(prompt.size()) + kTokens;
+    // A budget on which rung r is the largest that fits: at least its footprint, below that
+    // of every rung ranked above it (rungs close in size, like l-int8 and m, leave a narrow
+    // window).
     auto level = [&](int r) {
-      return r == 0 ? kInf : footprint_mib(*l, r, cap) * (r == to ? 1.05 : 1.0);
+      if (r == 0) return kInf;
+      const double need = footprint_mib(*l, r, cap);
+      double above = kInf;
+      for (int q = 0; q < r; ++q) above = std::min(above, footprint_mib(*l, q, cap));
+      return std::min(need * (r == to ? 1.05 : 1.0), need + 0.5 * (above - need));
     };
+    auto reachable = [&](int r) {
+      for (int q = 0; q < r; ++q) {
+        if (footprint_mib(*l, q, cap) <= footprint_mib(*l, r, cap)) return false;
+      }
+      return true;
+    };
+    if (!reachable(from) || !reachable(to)) continue;  // a smaller rung ranked above it
     FunctionBudget budget(
         [&](const BudgetQuery& q) { return q.step < k ? level(from) : level(to); });
     EventLog log;
@@ -533,9 +547,14 @@ TEST_P(TinyLadder, ForcedMigrationsOnEveryRoute) {
         const Model& m = *models[static_cast<size_t>(l->index(r.rungs[i]))];
         KVCache c = m.new_cache(static_cast<int64_t>(prefix.size()));
         const std::vector<float> logits = m.prefill(prefix, c);
-        EXPECT_EQ(r.tokens[i],
-                  std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin())
-            << i;
+        const auto best = std::max_element(logits.begin(), logits.begin() + vocab);
+        if (l->rung(l->index(r.rungs[i])).precision() == "int8") {
+          // Quantised decode rounds activations to int8 (prefill does not): near-ties may
+          // break either way, so the token need only be within a hair of the best.
+          EXPECT_GE(logits[static_cast<size_t>(r.tokens[i])], *best - 0.05f) << i;
+        } else {
+          EXPECT_EQ(r.tokens[i], best - logits.begin()) << i;
+        }
         prefix.push_back(r.tokens[i]);
       }
     }

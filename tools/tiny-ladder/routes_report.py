@@ -38,6 +38,16 @@ def main():
             if [r["from"], r["to"]] not in routes and r.get("method") != "reprefill"]
     for f, t in routes:
         kept.append({"from": f, "to": t, "maps": f"maps/{f}-{t}"})
+    # A precision rung leaves by its parent's maps: its cache differs from the parent's by the
+    # diagonal fit's residual (well under 1% RMS on the tiny ladder), far below any map's.
+    for r in manifest["rungs"]:
+        parent = r["name"][:-len("-int8")] if r["name"].endswith("-int8") else None
+        if parent not in names:
+            continue
+        for route in list(kept):
+            if route["from"] == parent and "maps" in route and route["to"] != r["name"] and \
+                    not any(k["from"] == r["name"] and k["to"] == route["to"] for k in kept):
+                kept.append({"from": r["name"], "to": route["to"], "maps": route["maps"]})
     # Upward moves (budget returns) re-read the context on the larger rung.
     order = [r["name"] for r in manifest["rungs"]]
     for i, a in enumerate(order):
@@ -62,7 +72,7 @@ def main():
         ev = load(os.path.join(lad, "maps", "eval", f"{name}.transfer.json"))
         depth = load(os.path.join(lad, "maps", "eval", f"{name}.depth-remap.json"))
         md += [f"## {f} → {t}", "",
-               f"- map: ridge, k = {meta.get('k')} ({meta.get('k_chosen_by')}), "
+               f"- map: {meta.get('method')}, k = {meta.get('k')} ({meta.get('k_chosen_by')}), "
                f"λ = {meta.get('lambda')}; calibration {meta.get('calibration', {}).get('train_windows')} "
                f"windows of {meta.get('calibration', {}).get('seq_len')} tokens"]
         if res:
