@@ -59,6 +59,7 @@ void write_shape_map(const Ladder& l, int from, int to, int64_t k) {
     L.v_bias = L.k_bias;
     map.layers.push_back(std::move(L));
   }
+  map.info["k"] = k;
   map.info["note"] =
       fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
   write_map_dir(route->maps, map);
