@@ -104,7 +104,8 @@ TEST(Safetensors, LayoutSortedAlignedAndPadded) {
     EXPECT_EQ(entries[i].begin % entries[i].elem, 0u) << entries[i].name;
     if (i > 0) {
       const Entry& p = entries[i - 1];
-      EXPECT_TRUE(p.elem > entries[i].elem || (p.elem == entries[i].elem && p.name < entries[i].name))
+      EXPECT_TRUE(p.elem > entries[i].elem ||
+                  (p.elem == entries[i].elem && p.name < entries[i].name))
           << p.name << " before " << entries[i].name;
     }
     expect_begin = entries[i].end;

@@ -170,19 +170,22 @@ namespace {
 // tokenizer, and needles with the switch right before the answer. A route from s to itself
 // with an (almost) exact map answers exactly as s reading the prompt itself.
 TEST(CliTransferLadder, SelfRouteNeedlesMatchTheNativeReceiver) {
-  const std::filesystem::path ladder = std::filesystem::path(MOLT_SOURCE_DIR) / "models" / "tiny-ladder";
+  const std::filesystem::path ladder =
+      std::filesystem::path(MOLT_SOURCE_DIR) / "models" / "tiny-ladder";
   const std::filesystem::path s = ladder / "s";
-  if (!std::filesystem::exists(s / "model.safetensors") || !std::filesystem::exists(s / "tokenizer.json")) {
+  if (!std::filesystem::exists(s / "model.safetensors") ||
+      !std::filesystem::exists(s / "tokenizer.json")) {
     GTEST_SKIP() << "models/tiny-ladder/s is absent";
   }
   test::TempDir d;
   const std::string route = " --from " + s.string() + " --to " + s.string();
   auto r = test::run_molt("fit" + route + " --corpus " + (ladder / "data" / "test.txt").string() +
                           " --sequences 12 --seq-len 128 --stride 1 --heldout-every 4 --k all "
-                          "--lambda 1e-7 --threads 1 --out " + (d / "maps").string());
+                          "--lambda 1e-7 --threads 1 --out " +
+                          (d / "maps").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = test::run_molt("transfer needle" + route + " --maps " + (d / "maps").string() + " --needles " +
-                     (ladder / "data" / "needles.jsonl").string() +
+  r = test::run_molt("transfer needle" + route + " --maps " + (d / "maps").string() +
+                     " --needles " + (ladder / "data" / "needles.jsonl").string() +
                      " --context 256 --count 4 --threads 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
