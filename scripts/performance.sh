@@ -13,8 +13,8 @@
 #
 # Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
 # (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
-# when absent), THREADS (2), DOC (docs/PERFORMANCE.md). OMP_WAIT_POLICY is passed through
-# (molt runs PASSIVE unless it is set; ACTIVE is faster on a quiet machine) and recorded.
+# when absent), THREADS (2), DOC (docs/PERFORMANCE.md). OMP_WAIT_POLICY and GOMP_SPINCOUNT
+# are passed through (molt runs with GOMP_SPINCOUNT=10000 unless one is set) and recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MOLT=${MOLT:-build/molt}
@@ -26,6 +26,9 @@ QUICK=${QUICK:-0}
 PAUSE=${PAUSE:-}
 PY=${PY:-$(command -v /usr/bin/python3 || command -v python3)}
 TOKENS=32
+WAIT="GOMP_SPINCOUNT=10000 (molt default)"
+[[ -n "${GOMP_SPINCOUNT:-}" ]] && WAIT="GOMP_SPINCOUNT=$GOMP_SPINCOUNT"
+[[ -n "${OMP_WAIT_POLICY:-}" ]] && WAIT="OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 [[ "$QUICK" == 1 ]] && TOKENS=16
 
 resume() { [[ -n "$PAUSE" ]] && pkill -CONT -f "$PAUSE" || true; }
@@ -56,7 +59,7 @@ done
   echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%MZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
   echo " \"cpu\": \"$(lscpu | sed -n 's/^Model name: *//p' | head -1)\", \"cores\": $(nproc),"
   echo " \"flags\": \"$(grep -o -w -E 'avx2|fma|f16c|avx512f|avx512_bf16|avx512_vnni|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')\","
-  echo " \"omp_wait_policy\": \"${OMP_WAIT_POLICY:-PASSIVE (molt default)}\","
+  echo " \"omp_wait_policy\": \"$WAIT\","
   echo " \"threads\": $THREADS}"
 } >"$OUT/machine.json"
 

@@ -55,7 +55,7 @@ def main():
     p(f"- run: {m.get('date', '?')}, commit `{m.get('commit', '?')}`")
     p(f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, "
       f"flags: {m.get('flags', '?').strip()}; {m.get('threads', '?')} threads, "
-      f"OMP_WAIT_POLICY {m.get('omp_wait_policy', '?')}")
+      f"OpenMP waiting {m.get('omp_wait_policy', '?')}")
     if bw:
         p(f"- STREAM triad at the start of the run: {bw['triad_gb_s']:.1f} GB/s "
           f"(read-only sum {bw['read_gb_s']:.1f} GB/s)")

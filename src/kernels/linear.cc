@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -65,9 +66,35 @@ void matvec(const WeightMatrix& w, const float* x, float* y) {
     return;
   }
   if (w.quantized()) {
-    qmatvec_dispatch(w, x, y);
+    qmatvec_dispatch(&w, 1, x, &y);
   } else {
-    matvec_dispatch(w, x, y);
+    matvec_dispatch(&w, 1, x, &y);
+  }
+}
+
+void matvec_multi(std::span<const WeightMatrix* const> ws, const float* x,
+                  std::span<float* const> ys) {
+  if (ws.size() != ys.size()) fail("matvec_multi: {} weights but {} outputs", ws.size(), ys.size());
+  if (ws.empty()) return;
+  bool one_pass = ws[0]->rows > 0 && ws[0]->cols > 0;
+  for (const WeightMatrix* w : ws) {
+    check_weight(*w, "matvec_multi");
+    one_pass = one_pass && w->rows > 0 && w->cols == ws[0]->cols &&
+               (w->quantized() ? ws[0]->quantized() : w->dtype == ws[0]->dtype);
+  }
+  if (!one_pass) {
+    for (size_t i = 0; i < ws.size(); ++i) matvec(*ws[i], x, ys[i]);
+    return;
+  }
+  constexpr size_t kMax = 8;
+  if (ws.size() > kMax) fail("matvec_multi: {} weights, at most {}", ws.size(), kMax);
+  std::array<WeightMatrix, kMax> w;
+  for (size_t i = 0; i < ws.size(); ++i) w[i] = *ws[i];
+  const auto n = static_cast<int64_t>(ws.size());
+  if (w[0].quantized()) {
+    qmatvec_dispatch(w.data(), n, x, ys.data());
+  } else {
+    matvec_dispatch(w.data(), n, x, ys.data());
   }
 }
 

@@ -74,7 +74,6 @@ HWY_INLINE void RowsF32(const float* w, int64_t stride, int64_t cols, const floa
 }
 
 void MatvecF32(const float* w, int64_t rows, int64_t cols, const float* x, float* y) {
-#pragma omp parallel
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
     RowsF32<R>(w + r * cols, q * cols, cols, x, y + r, q);
   });
@@ -141,12 +140,8 @@ HWY_INLINE void RowsBF16(const uint16_t* w, int64_t stride, int64_t cols, const 
 }
 #endif
 
-void MatvecBF16(const uint16_t* w, int64_t rows, int64_t cols, const float* x, float* y) {
-  thread_local std::vector<float> xp;
-  xp.resize(static_cast<size_t>(cols));
-  PermuteForBF16(x, cols, xp.data());
-  const float* px = xp.data();
-#pragma omp parallel
+// px: x permuted by PermuteForBF16.
+void MatvecBF16(const uint16_t* w, int64_t rows, int64_t cols, const float* px, float* y) {
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
     RowsBF16<R>(w + r * cols, q * cols, cols, px, y + r, q);
   });
@@ -180,10 +175,35 @@ HWY_INLINE void RowsF16(const uint16_t* w16, int64_t stride, int64_t cols, const
 }
 
 void MatvecF16(const uint16_t* w, int64_t rows, int64_t cols, const float* x, float* y) {
-#pragma omp parallel
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
     RowsF16<R>(w + r * cols, q * cols, cols, x, y + r, q);
   });
+}
+
+// y_i = W_i x for n weights of one dtype and width that read the same x (q/k/v, gate/up), in
+// one parallel region: the threads are woken once for all of them, not once per matrix (a
+// wake-up costs tens of microseconds under a passive wait policy), and x is permuted once.
+// Each thread takes its share of every matrix in turn; no barrier between them.
+void MatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+  const DType dt = ws[0].dtype;
+  const int64_t cols = ws[0].cols;
+  thread_local std::vector<float> xp;
+  if (dt == DType::BF16) {
+    xp.resize(static_cast<size_t>(cols));
+    PermuteForBF16(x, cols, xp.data());
+  }
+  const float* px = xp.data();
+#pragma omp parallel
+  for (int64_t i = 0; i < n; ++i) {
+    const WeightMatrix& w = ws[i];
+    if (dt == DType::F32) {
+      MatvecF32(static_cast<const float*>(w.data), w.rows, cols, x, ys[i]);
+    } else if (dt == DType::BF16) {
+      MatvecBF16(static_cast<const uint16_t*>(w.data), w.rows, cols, px, ys[i]);
+    } else {
+      MatvecF16(static_cast<const uint16_t*>(w.data), w.rows, cols, x, ys[i]);
+    }
+  }
 }
 
 // ---- widening (embedding rows, prefill tiles) ----------------------------------------------
@@ -215,24 +235,12 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace molt {
 
-HWY_EXPORT(MatvecF32);
-HWY_EXPORT(MatvecBF16);
-HWY_EXPORT(MatvecF16);
+HWY_EXPORT(MatvecMulti);
 HWY_EXPORT(WidenBF16);
 HWY_EXPORT(WidenF16);
 
-void matvec_dispatch(const WeightMatrix& w, const float* x, float* y) {
-  switch (w.dtype) {
-    case DType::F32:
-      HWY_DYNAMIC_DISPATCH(MatvecF32)(static_cast<const float*>(w.data), w.rows, w.cols, x, y);
-      return;
-    case DType::BF16:
-      HWY_DYNAMIC_DISPATCH(MatvecBF16)(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x, y);
-      return;
-    default:
-      HWY_DYNAMIC_DISPATCH(MatvecF16)(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x, y);
-      return;
-  }
+void matvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+  HWY_DYNAMIC_DISPATCH(MatvecMulti)(ws, n, x, ys);
 }
 
 void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst) {

@@ -7,8 +7,9 @@
 
 namespace molt {
 
-// y = W x with W already checked (F32, BF16 or F16; rows, cols > 0).
-void matvec_dispatch(const WeightMatrix& w, const float* x, float* y);
+// ys[i] = ws[i] x for n checked weights of one dense dtype (F32, BF16 or F16) and one width
+// (rows, cols > 0), in one parallel region.
+void matvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys);
 
 // dst[n] = f32 of n BF16 or F16 values.
 void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst);

@@ -50,17 +50,29 @@ constexpr int kStreams = 4;
 // Software prefetch distance in bytes along each row stream (rows are contiguous, so it runs
 // on into the stream's next row). At 4 bits a row of 896 inputs is only 7 cache lines and the
 // hardware prefetchers alone left decode at ~0.4x the triad bound.
-constexpr int64_t kPrefetchBytes = 1536;
+constexpr int64_t kPrefetchBytes = 768;
 
+// Rows are dealt out in blocks, first come first served (inside a parallel region, no
+// barrier at the end): with a static half each, one core finishing late (its memory slower for
+// a moment, or a neighbour's interrupt) left the other spinning at every one of the ~120 joins
+// per token, ~14% of the cycles of 4-bit decode. Each block is about 1/8 of a thread's share
+// and is read as kStreams streams of consecutive rows.
 template <class Rows>
 HWY_INLINE void ForThreadRowsQ(int64_t rows, const Rows& rows_fn) {
-  const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-  const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-  const int64_t q = (r1 - r0) / kStreams;
-  for (int64_t i = 0; i < q; ++i) {
-    rows_fn(std::integral_constant<int, kStreams>(), r0 + i, q);
+  const int64_t nt = omp_get_num_threads();
+  const int64_t block = std::max<int64_t>(4 * kStreams, (rows + 8 * nt - 1) / (8 * nt));
+  const int64_t blocks = (rows + block - 1) / block;
+#pragma omp for schedule(dynamic, 1) nowait
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = b * block, r1 = std::min(rows, r0 + block);
+    const int64_t q = (r1 - r0) / kStreams;
+    for (int64_t i = 0; i < q; ++i) {
+      rows_fn(std::integral_constant<int, kStreams>(), r0 + i, q);
+    }
+    for (int64_t r = r0 + kStreams * q; r < r1; ++r) {
+      rows_fn(std::integral_constant<int, 1>(), r, 0);
+    }
   }
-  for (int64_t r = r0 + kStreams * q; r < r1; ++r) rows_fn(std::integral_constant<int, 1>(), r, 0);
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -74,6 +86,41 @@ struct XQ {
   std::vector<float> dx, xsum, corr;
 };
 
+// |v| over 8k floats, as a broadcast-ready scalar.
+HWY_INLINE float AbsMax(const __m256* v, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_andnot_ps(sign, v[0]);
+  for (int i = 1; i < n; ++i) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+// 32 floats (4 vectors) times inv, rounded to nearest even (as std::nearbyint) and stored in
+// order as int8 at dst; returns the int32 sums of the four vectors' lanes.
+HWY_INLINE __m256i Round32(const __m256* v, __m256 inv, int8_t* dst) {
+  const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], inv));
+  const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], inv));
+  const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], inv));
+  const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], inv));
+  // packs works within 128-bit lanes: the 4-byte groups come out as i0 i1 i2 i3 (low halves)
+  // then i0 i1 i2 i3 (high halves); one permute puts them back in order. |v · inv| <= 127.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+}
+
+HWY_INLINE int32_t HSumI(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Rounds x to int8 once per call (it runs on one thread while the other waits, so it is
+// vectorised too). 4-bit chunks of 64 inputs are split into even and odd inputs first.
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
   const bool nib = kind == kAffine4 || kind == kAffine4G32;
   const int64_t ce = nib ? 64 : 32, nc = w.cols / ce, G = w.group_size, ng = w.groups();
@@ -84,24 +131,50 @@ void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
   b.corr.assign(b.xsum.size(), 0.0f);
   for (int64_t c = 0; c < nc; ++c) {
     const float* xc = x + c * ce;
-    float amax = 0.0f;
-    for (int64_t i = 0; i < ce; ++i) amax = std::max(amax, std::fabs(xc[i]));
-    const float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int32_t isum = 0;
     int8_t* qc = b.q.data() + c * ce;
-    for (int64_t i = 0; i < ce; ++i) {
-      const int v = static_cast<int>(std::nearbyint(xc[i] * inv));
-      const int8_t q = static_cast<int8_t>(std::clamp(v, -127, 127));
-      isum += q;
-      qc[nib ? ((i & 1) ? 32 + i / 2 : i / 2) : i] = q;
-    }
+    __m256 v[8];
+    const int nv = static_cast<int>(ce / 8);
+    for (int i = 0; i < nv; ++i) v[i] = _mm256_loadu_ps(xc + 8 * i);
+    const float amax = AbsMax(v, nv);
+    const float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv);
     b.dx[static_cast<size_t>(c)] = d;
-    if (kind == kAffine8) b.corr[static_cast<size_t>(c * ce / G)] += 128.0f * d * isum;
+    if (nib) {
+      // Even inputs meet the low nibbles, odd ones the high nibbles.
+      __m256 ev[4], od[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m256 e = _mm256_shuffle_ps(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 o = _mm256_shuffle_ps(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1));
+        ev[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+        od[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
+      }
+      Round32(ev, vinv, qc);
+      Round32(od, vinv, qc + 32);
+    } else {
+      const int32_t isum = HSumI(Round32(v, vinv, qc));
+      if (kind == kAffine8) b.corr[static_cast<size_t>(c * ce / G)] += 128.0f * d * isum;
+    }
   }
   for (int64_t g = 0; g < ng; ++g) {
     float s = 0.0f;
     for (int64_t i = 0; i < G; ++i) s += x[g * G + i];
     b.xsum[static_cast<size_t>(g)] = s;
+  }
+}
+
+// Scales and biases are two more streams per row stream, 1/16 (8-bit) to 1/8 (4-bit) of the
+// weights' bytes at G = 64, and the hardware prefetchers lose them among the weight streams:
+// loads of them were ~15% of the 4-bit kernel's cycles. Fetch the tables of the row this
+// stream reaches about kPrefetchBytes of weights later.
+HWY_INLINE void PrefetchTables(const WeightMatrix& w, int64_t srow, int64_t row_bytes) {
+  const int64_t ng = w.groups(), ahead = std::max<int64_t>(1, kPrefetchBytes / row_bytes);
+  const int64_t esize = static_cast<int64_t>(dtype_size(w.scale_dtype));
+  const int64_t first = (srow + ahead * ng) * esize, bytes = ng * esize;
+  const char* sc = static_cast<const char*>(w.scales);
+  const char* bi = static_cast<const char*>(w.biases);
+  for (int64_t o = first; o < first + bytes + 63; o += 64) {
+    _mm_prefetch(sc + o, _MM_HINT_T0);
+    if (bi != nullptr) _mm_prefetch(bi + o, _MM_HINT_T0);
   }
 }
 
@@ -130,6 +203,7 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
     srow[k] = (r0 + k * step) * ng;
     acc[k] = _mm256_setzero_ps();
     tail[k] = 0.0f;
+    PrefetchTables(w, srow[k], row_bytes);
   }
   const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   const int8_t* xq = xb.q.data();
@@ -213,6 +287,7 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
     wp[k] = static_cast<const uint8_t*>(w.data) + (r0 + k * step) * row_bytes;
     srow[k] = (r0 + k * step) * ng;
     acc[k] = _mm256_setzero_ps();
+    PrefetchTables(w, srow[k], row_bytes);
   }
   const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   const __m256i m80 = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -297,9 +372,9 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
   }
 }
 
+// This thread's share of y = W x (called inside a parallel region).
 template <int BITS>
 void RunAffine(const WeightMatrix& w, const XQ& xb, float* y) {
-#pragma omp parallel
   ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
     RowsAffine<R, BITS>(w, xb, r, q, y + r);
   });
@@ -307,51 +382,74 @@ void RunAffine(const WeightMatrix& w, const XQ& xb, float* y) {
 
 template <Kind K>
 void RunQ(const WeightMatrix& w, const XQ& xb, float* y) {
-#pragma omp parallel
   ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
     RowsQ<R, K>(w, xb, r, q, y + r);
   });
 }
 
-void QMatvec(const WeightMatrix& w, const float* x, float* y) {
-  Kind kind;
-  bool tiles;
+// The SIMD kind of a checked W, or false when its groups do not tile 32-byte chunks.
+bool KindOf(const WeightMatrix& w, Kind& kind) {
   if (w.dtype == DType::I8) {
     kind = kInt8;
-    tiles = w.group_size % 32 == 0;
-  } else if (w.bits == 8) {
-    kind = kAffine8;
-    tiles = w.group_size % 32 == 0;
-  } else {
-    kind = w.group_size == 32 ? kAffine4G32 : kAffine4;
-    tiles = w.group_size % 64 == 0 || (w.group_size == 32 && w.cols % 64 == 0);
+    return w.group_size % 32 == 0;
   }
-  if (!tiles) {
-    qmatvec_exact(w, x, y);
+  if (w.bits == 8) {
+    kind = kAffine8;
+    return w.group_size % 32 == 0;
+  }
+  kind = w.group_size == 32 ? kAffine4G32 : kAffine4;
+  return w.group_size % 64 == 0 || (w.group_size == 32 && w.cols % 64 == 0);
+}
+
+// ys[i] = ws[i] x for n weights that read the same x (q/k/v, gate/up): x is rounded once and
+// the threads are woken once for all of them (a wake-up costs tens of microseconds under a
+// passive wait policy). Each thread takes its share of every matrix in turn, no barrier.
+void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+  Kind kind;
+  bool same = KindOf(ws[0], kind);
+  for (int64_t i = 1; i < n && same; ++i) {
+    Kind k;
+    same = KindOf(ws[i], k) && k == kind && ws[i].dtype == ws[0].dtype &&
+           ws[i].bits == ws[0].bits && ws[i].group_size == ws[0].group_size &&
+           ws[i].scale_dtype == ws[0].scale_dtype;
+  }
+  if (!same) {
+    for (int64_t i = 0; i < n; ++i) {
+      Kind k;
+      if (KindOf(ws[i], k)) {
+        QMatvecMulti(ws + i, 1, x, ys + i);
+      } else {
+        qmatvec_exact(ws[i], x, ys[i]);
+      }
+    }
     return;
   }
-  thread_local XQ xb;
-  PrepareX(w, kind, x, xb);
-  switch (kind) {
-    case kInt8:
-      RunQ<kInt8>(w, xb, y);
-      return;
-    case kAffine8:
-      RunAffine<8>(w, xb, y);
-      return;
-    case kAffine4:
-      RunAffine<4>(w, xb, y);
-      return;
-    case kAffine4G32:
-      RunQ<kAffine4G32>(w, xb, y);
-      return;
+  thread_local XQ xq;
+  PrepareX(ws[0], kind, x, xq);
+  const XQ& xb = xq;  // the caller's buffer: inside the region `xq` would name each thread's own
+#pragma omp parallel
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case kInt8:
+        RunQ<kInt8>(ws[i], xb, ys[i]);
+        break;
+      case kAffine8:
+        RunAffine<8>(ws[i], xb, ys[i]);
+        break;
+      case kAffine4:
+        RunAffine<4>(ws[i], xb, ys[i]);
+        break;
+      case kAffine4G32:
+        RunQ<kAffine4G32>(ws[i], xb, ys[i]);
+        break;
+    }
   }
 }
 
 #else
 
-void QMatvec(const WeightMatrix& w, const float* x, float* y) {
-  qmatvec_exact(w, x, y);
+void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+  for (int64_t i = 0; i < n; ++i) qmatvec_exact(ws[i], x, ys[i]);
 }
 
 #endif
@@ -363,10 +461,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace molt {
 
-HWY_EXPORT(QMatvec);
+HWY_EXPORT(QMatvecMulti);
 
-void qmatvec_dispatch(const WeightMatrix& w, const float* x, float* y) {
-  HWY_DYNAMIC_DISPATCH(QMatvec)(w, x, y);
+void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+  HWY_DYNAMIC_DISPATCH(QMatvecMulti)(ws, n, x, ys);
 }
 
 }  // namespace molt

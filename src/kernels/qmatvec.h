@@ -9,10 +9,11 @@
 
 namespace molt {
 
-// y = W x for a checked quantised W. On AVX2 and above x is rounded to int8 per block and
-// the products are summed in integers; elsewhere (and for shapes the SIMD path does not tile)
-// the sum is exact f32.
-void qmatvec_dispatch(const WeightMatrix& w, const float* x, float* y);
+// ys[i] = ws[i] x for n checked quantised weights of one width. On AVX2 and above x is rounded
+// to int8 per block and the products are summed in integers; elsewhere (and for shapes the
+// SIMD path does not tile) the sum is exact f32. Weights of one format share one parallel
+// region and one rounding of x.
+void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys);
 
 // The exact f32 path alone (reference for tests).
 void qmatvec_exact(const WeightMatrix& w, const float* x, float* y);

@@ -127,6 +127,32 @@ void linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   }
 }
 
+// Several linears of the same input: one pass of the threads at decode.
+void linear3(const WeightMatrix& a, const WeightMatrix& b, const WeightMatrix& c, const float* x,
+             int64_t n, float* ya, float* yb, float* yc) {
+  if (n == 1) {
+    const WeightMatrix* ws[] = {&a, &b, &c};
+    float* ys[] = {ya, yb, yc};
+    matvec_multi(ws, x, ys);
+  } else {
+    matmul(a, x, n, ya);
+    matmul(b, x, n, yb);
+    matmul(c, x, n, yc);
+  }
+}
+
+void linear2(const WeightMatrix& a, const WeightMatrix& b, const float* x, int64_t n, float* ya,
+             float* yb) {
+  if (n == 1) {
+    const WeightMatrix* ws[] = {&a, &b};
+    float* ys[] = {ya, yb};
+    matvec_multi(ws, x, ys);
+  } else {
+    matmul(a, x, n, ya);
+    matmul(b, x, n, yb);
+  }
+}
+
 }  // namespace
 
 Precision parse_precision(const std::string& name) {
@@ -249,9 +275,7 @@ void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float
     float* kc = cache.k(l).data();
     float* vc = cache.v(l).data();
     for (int64_t i = 0; i < n; ++i) rmsnorm(x + i * d, L.input_norm.data(), d, eps, &xn[i * d]);
-    linear(L.q, xn.data(), n, q.data());
-    linear(L.k, xn.data(), n, kc + p0 * kvd);
-    linear(L.v, xn.data(), n, vc + p0 * kvd);
+    linear3(L.q, L.k, L.v, xn.data(), n, q.data(), kc + p0 * kvd, vc + p0 * kvd);
     add_bias(q.data(), L.q_bias, n);
     add_bias(kc + p0 * kvd, L.k_bias, n);
     add_bias(vc + p0 * kvd, L.v_bias, n);
@@ -267,8 +291,7 @@ void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float
     for (int64_t i = 0; i < n; ++i) {
       rmsnorm(x + i * d, L.post_attention_norm.data(), d, eps, &xn[i * d]);
     }
-    linear(L.gate, xn.data(), n, gate.data());
-    linear(L.up, xn.data(), n, up.data());
+    linear2(L.gate, L.up, xn.data(), n, gate.data(), up.data());
     silu_mul(gate.data(), up.data(), n * ff);
     linear(L.down, gate.data(), n, tmp.data());
     add_inplace(x, tmp.data(), n * d);

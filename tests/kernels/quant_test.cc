@@ -98,6 +98,50 @@ TEST_P(QuantMatvec, MatchesDequantizedReference) {
 
 MOLT_INSTANTIATE_PER_SIMD_TARGET(QuantMatvec);
 
+// matvec_multi (q/k/v and gate/up in one pass) gives exactly matvec's result for each weight:
+// quantised weights of one format, dense ones of one dtype, and mixed sets that it splits up.
+TEST_P(QuantMatvec, MultiEqualsOneByOne) {
+  const int64_t cols = 896;
+  const auto x = random_floats(static_cast<size_t>(cols), 8);
+  const auto wa = random_floats(static_cast<size_t>(70 * cols), 5);
+  const auto wb = random_floats(static_cast<size_t>(9 * cols), 6);
+  const auto wc = random_floats(static_cast<size_t>(130 * cols), 7);
+  const WeightMatrix da{DType::F32, 70, cols, wa.data()}, db{DType::F32, 9, cols, wb.data()},
+      dc{DType::F32, 130, cols, wc.data()};
+  const Case cases[] = {{"affine", 4, 64, DType::BF16},
+                        {"affine", 4, 32, DType::F16},
+                        {"affine", 8, 64, DType::BF16},
+                        {"int8", 8, 0, DType::F32}};
+  auto check = [&](std::vector<WeightMatrix> ws, const std::string& what) {
+    std::vector<std::vector<float>> one(ws.size()), multi(ws.size());
+    std::vector<const WeightMatrix*> pw;
+    std::vector<float*> py;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      one[i].assign(static_cast<size_t>(ws[i].rows), -1.0f);
+      multi[i].assign(static_cast<size_t>(ws[i].rows), -2.0f);
+      matvec(ws[i], x.data(), one[i].data());
+      pw.push_back(&ws[i]);
+      py.push_back(multi[i].data());
+    }
+    matvec_multi(pw, x.data(), py);
+    for (size_t i = 0; i < ws.size(); ++i) EXPECT_EQ(one[i], multi[i]) << what << " weight " << i;
+  };
+  for (const Case& c : cases) {
+    const QuantizedMatrix qa = make(c, wa, 70, cols), qb = make(c, wb, 9, cols),
+                          qc = make(c, wc, 130, cols);
+    const std::string what = std::string(c.mode) + " bits " + std::to_string(c.bits);
+    check({qa.view(), qb.view(), qc.view()}, what);
+    check({qa.view(), db, qc.view()}, what + " with a dense one");
+  }
+  check({da, db, dc}, "f32");
+  const Case q8{"affine", 8, 64, DType::BF16}, q4{"affine", 4, 64, DType::BF16};
+  const QuantizedMatrix a8 = make(q8, wa, 70, cols), b4 = make(q4, wb, 9, cols);
+  check({a8.view(), b4.view()}, "8-bit beside 4-bit");
+  float* none[] = {nullptr};
+  const WeightMatrix* two[] = {&da, &db};
+  EXPECT_THROW(matvec_multi(two, x.data(), none), Error);
+}
+
 TEST(QuantExact, ExactPathMatchesDoubleReference) {
   const int64_t rows = 19, cols = 384;
   const auto w = random_floats(static_cast<size_t>(rows * cols), 5);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "molt/common/dtype.h"
 
@@ -52,6 +53,11 @@ struct WeightMatrix {
 // fused-dequantisation kernel (x is rounded to int8 per block of 32 or 64 inputs on AVX2 and
 // above; exact f32 elsewhere).
 void matvec(const WeightMatrix& w, const float* x, float* y);
+
+// ys[i] = ws[i] · x for up to 8 weights that read the same x (q/k/v, gate/up): the same
+// results as matvec on each, with the threads woken once and x prepared once.
+void matvec_multi(std::span<const WeightMatrix* const> ws, const float* x,
+                  std::span<float* const> ys);
 
 // y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm; 16-bit and
 // quantised weights are dequantised in tiles and fed to sgemm.
