@@ -75,6 +75,7 @@ void BM_QMatvecVsTriad(benchmark::State& state) {
   state.counters["matvec_GB/s"] = gbs;
   state.counters["triad_GB/s"] = triad;
   state.counters["ratio"] = gbs / triad;
+  state.counters["us_per_call"] = best_matvec / static_cast<double>(views.size()) * 1e6;
   state.counters["Gweights/s"] =
       static_cast<double>(rows * cols) * static_cast<double>(views.size()) / best_matvec / 1e9;
   state.SetLabel(std::string(kind_name(kind)) + " " + simd_target_name());
@@ -94,6 +95,19 @@ BENCHMARK(BM_QMatvecVsTriad)
     ->ArgNames({"kind", "rows", "cols", "thr"})
     ->Iterations(8)
     ->Unit(benchmark::kMillisecond);
+
+// Per-call cost: 4-bit matvec time against rows at cols 896, so the intercept of time over
+// bytes (thread wake-up, x rounding, stream start-up, the last block's wait) shows. Decode
+// makes ~100 such calls per token at the 0.5B geometry.
+void RowsSweep(benchmark::internal::Benchmark* b) {
+  for (int64_t rows : {128, 512, 1216, 2432, 4864, 9728, 19456}) b->Args({0, rows, 896, 2});
+}
+BENCHMARK(BM_QMatvecVsTriad)
+    ->Name("BM_QMatvecRows")
+    ->Apply(RowsSweep)
+    ->ArgNames({"kind", "rows", "cols", "thr"})
+    ->Iterations(8)
+    ->Unit(benchmark::kMicrosecond);
 
 // Load-time quantisation speed, GB/s of f32 input.
 void BM_Quantize(benchmark::State& state) {
