@@ -13,7 +13,7 @@
 #
 # Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
 # (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
-# when absent), THREADS (2), DOC (docs/PERFORMANCE.md). OMP_WAIT_POLICY and GOMP_SPINCOUNT
+# when absent), THREADS (2), DOC (docs/PERFORMANCE.md), BENCH (microbenchmark binaries, next to MOLT). OMP_WAIT_POLICY and GOMP_SPINCOUNT
 # are passed through (molt runs with GOMP_SPINCOUNT=10000 unless one is set) and recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,11 +25,11 @@ DOC=${DOC:-docs/PERFORMANCE.md}
 QUICK=${QUICK:-0}
 PAUSE=${PAUSE:-}
 PY=${PY:-$(command -v /usr/bin/python3 || command -v python3)}
-TOKENS=32
+TOKENS=60
 WAIT="GOMP_SPINCOUNT=10000 (molt default)"
 [[ -n "${GOMP_SPINCOUNT:-}" ]] && WAIT="GOMP_SPINCOUNT=$GOMP_SPINCOUNT"
 [[ -n "${OMP_WAIT_POLICY:-}" ]] && WAIT="OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
-[[ "$QUICK" == 1 ]] && TOKENS=16
+[[ "$QUICK" == 1 ]] && TOKENS=20
 
 resume() { [[ -n "$PAUSE" ]] && pkill -CONT -f "$PAUSE" || true; }
 trap resume EXIT INT TERM
@@ -97,11 +97,12 @@ for size in s m; do
   done
 done
 
-if [[ "$QUICK" != 1 && -x build/bench/molt_quant_bench ]]; then
+BENCH=${BENCH:-$(dirname "$MOLT")/bench}
+if [[ "$QUICK" != 1 && -x "$BENCH/molt_quant_bench" ]]; then
   echo "== microbenchmarks" >&2
-  timed build/bench/molt_quant_bench --benchmark_filter='BM_QMatvecVsTriad/.*/thr:2' \
+  timed "$BENCH/molt_quant_bench" --benchmark_filter='BM_QMatvecVsTriad/.*/thr:2' \
     --benchmark_format=json --benchmark_out="$OUT/quant_bench.json" >/dev/null
-  timed build/bench/molt_kernels_bench --benchmark_filter='BM_MatvecVsTriad/.*/thr:2' \
+  timed "$BENCH/molt_kernels_bench" --benchmark_filter='BM_MatvecVsTriad/.*/thr:2' \
     --benchmark_format=json --benchmark_out="$OUT/kernels_bench.json" >/dev/null
 fi
 

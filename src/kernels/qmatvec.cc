@@ -299,25 +299,23 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
   const float* dx = xb.dx.data();
   for (int64_t c0 = 0; c0 < nc; c0 += 8) {
     const int64_t n = std::min<int64_t>(8, nc - c0), g0 = c0 / cpg;
-    __m256 S[R];
+    alignas(32) float S[R][8];
     for (int k = 0; k < R; ++k) {
       // Eight scales from g0 on: past this row's last group they are the next row's, which
       // only meet lanes of chunks this row does not have (dx is zero-padded); the last
       // rows, where that would read past the table, fill the vector one by one.
       if (srow[k] + g0 + 8 <= total) {
-        S[k] = _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
-                             _mm256_loadu_ps(dx + c0));
+        _mm256_store_ps(S[k], _mm256_mul_ps(_mm256_permutevar8x32_ps(
+                                                Widen8(sd, w.scales, srow[k] + g0), expand),
+                                            _mm256_loadu_ps(dx + c0)));
       } else {
-        alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int64_t j = 0; j < n; ++j) {
-          t[j] = scale_at(sd, w.scales, srow[k] + (c0 + j) / cpg) * dx[c0 + j];
+          S[k][j] = scale_at(sd, w.scales, srow[k] + (c0 + j) / cpg) * dx[c0 + j];
         }
-        S[k] = _mm256_load_ps(t);
       }
     }
     for (int64_t j = 0; j < n; ++j) {
       const int64_t c = c0 + j;
-      const __m256i lane = _mm256_set1_epi32(static_cast<int>(j));
       if constexpr (BITS == 4) {
         const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
         const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
@@ -332,7 +330,7 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
           const __m256i p =
               _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
           acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                   _mm256_permutevar8x32_ps(S[k], lane), acc[k]);
+                                   _mm256_broadcast_ss(&S[k][j]), acc[k]);
         }
       } else {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
@@ -345,7 +343,7 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
           const __m256i qs = _mm256_xor_si256(raw, m80);
           const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
           acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                   _mm256_permutevar8x32_ps(S[k], lane), acc[k]);
+                                   _mm256_broadcast_ss(&S[k][j]), acc[k]);
         }
       }
     }
