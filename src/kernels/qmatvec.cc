@@ -5,7 +5,8 @@
 // byte is what limits speed: widening each weight to f32 costs about 4 vector ops per 8
 // weights, more than two Zen 3 cores can issue at memory speed. On x86 with AVX2 the kernel
 // instead rounds x to int8 once per call (one f32 scale per 32-byte chunk of weights: 32
-// inputs at 8 bits, 64 at 4 bits) and sums weight × x products in integers with
+// inputs at 8 bits, 64 at 4 bits; per two chunks at 8 bits when the groups are 64 or more, so
+// their integer sums add before the conversion) and sums weight × x products in integers with
 // vpmaddubsw / vpmaddwd, 32 or 64 weights per instruction pair; each chunk's integer sum is
 // scaled by (x scale) and each group's by the weight scale. The affine bias term
 // Σ_g bias_g · Σ_{i∈g} x_i is added from exact f32 group sums of x.
@@ -77,7 +78,9 @@ HWY_INLINE void ForThreadRowsQ(int64_t rows, const Rows& rows_fn) {
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-enum Kind { kInt8 = 0, kAffine8 = 1, kAffine4 = 2, kAffine4G32 = 3 };
+// kAffine8P: 8-bit with groups of 64 or more, where x gets one scale per 64 inputs so that two
+// chunks' integer sums add before the one conversion and scaling (7 vector ops per chunk, not 8).
+enum Kind { kInt8 = 0, kAffine8 = 1, kAffine4 = 2, kAffine4G32 = 3, kAffine8P = 4 };
 
 // x rounded to int8 for one call: q (permuted for 4-bit), one scale per 32-byte weight chunk,
 // and per weight group the exact Σ x and (8-bit affine) 128 · Σ x̃.
@@ -123,7 +126,8 @@ HWY_INLINE int32_t HSumI(__m256i v) {
 // vectorised too). 4-bit chunks of 64 inputs are split into even and odd inputs first.
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
   const bool nib = kind == kAffine4 || kind == kAffine4G32;
-  const int64_t ce = nib ? 64 : 32, nc = w.cols / ce, G = w.group_size, ng = w.groups();
+  const int64_t ce = nib || kind == kAffine8P ? 64 : 32, nc = w.cols / ce, G = w.group_size;
+  const int64_t ng = w.groups();
   // dx, xsum and corr are zero-padded to whole vectors of 8 (read 8 at a time).
   b.q.resize(static_cast<size_t>(w.cols));
   b.dx.assign(static_cast<size_t>((nc + 7) / 8 * 8), 0.0f);
@@ -151,8 +155,9 @@ void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
       Round32(ev, vinv, qc);
       Round32(od, vinv, qc + 32);
     } else {
-      const int32_t isum = HSumI(Round32(v, vinv, qc));
-      if (kind == kAffine8) b.corr[static_cast<size_t>(c * ce / G)] += 128.0f * d * isum;
+      __m256i sum = Round32(v, vinv, qc);
+      if (ce == 64) sum = _mm256_add_epi32(sum, Round32(v + 4, vinv, qc + 32));
+      if (kind != kInt8) b.corr[static_cast<size_t>(c * ce / G)] += 128.0f * d * HSumI(sum);
     }
   }
   for (int64_t g = 0; g < ng; ++g) {
@@ -273,11 +278,14 @@ HWY_INLINE __m256 Widen8(DType t, const void* p, int64_t i) {
 // (weight scale × x scale), so a chunk costs one lane broadcast (vpermps) and one FMA on top
 // of its integer dot product; the bias (and 8-bit's 128 · Σx̃) terms are two short dot products
 // per row at the end. No scalar work per group.
-template <int R, int BITS>
+// UNIT: bytes of weights per x scale, 32 (a chunk) or 64 (two chunks, 8-bit kAffine8P); the
+// "chunks" below are units.
+template <int R, int BITS, int UNIT = 32>
 HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step,
                            float* y) {
-  const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8, nc = row_bytes / 32;
-  const int64_t cpg = w.group_size * BITS / 8 / 32;  // 1, 2 or 4
+  const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8;
+  const int64_t nc = row_bytes / UNIT;
+  const int64_t cpg = w.group_size * BITS / 8 / UNIT;  // 1, 2 or 4
   const DType sd = w.scale_dtype;
   const int64_t total = w.rows * ng;
   const uint8_t* wp[R];
@@ -332,6 +340,22 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
           acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
                                    _mm256_broadcast_ss(&S[k][j]), acc[k]);
         }
+      } else if constexpr (UNIT == 64) {
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
+        for (int k = 0; k < R; ++k) {
+          const uint8_t* u = wp[k] + c * 64;
+          _mm_prefetch(reinterpret_cast<const char*>(u + kPrefetchBytes), _MM_HINT_T0);
+          const __m256i q0 =
+              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u)), m80);
+          const __m256i q1 =
+              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 32)), m80);
+          const __m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(q0), _mm256_sign_epi8(x0, q0));
+          const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(x1, q1));
+          const __m256i sum =
+              _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcast_ss(&S[k][j]), acc[k]);
+        }
       } else {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
         for (int k = 0; k < R; ++k) {
@@ -371,10 +395,10 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
 }
 
 // This thread's share of y = W x (called inside a parallel region).
-template <int BITS>
+template <int BITS, int UNIT = 32>
 void RunAffine(const WeightMatrix& w, const XQ& xb, float* y) {
   ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsAffine<R, BITS>(w, xb, r, q, y + r);
+    RowsAffine<R, BITS, UNIT>(w, xb, r, q, y + r);
   });
 }
 
@@ -392,7 +416,7 @@ bool KindOf(const WeightMatrix& w, Kind& kind) {
     return w.group_size % 32 == 0;
   }
   if (w.bits == 8) {
-    kind = kAffine8;
+    kind = w.group_size % 64 == 0 ? kAffine8P : kAffine8;
     return w.group_size % 32 == 0;
   }
   kind = w.group_size == 32 ? kAffine4G32 : kAffine4;
@@ -433,6 +457,9 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
         break;
       case kAffine8:
         RunAffine<8>(ws[i], xb, ys[i]);
+        break;
+      case kAffine8P:
+        RunAffine<8, 64>(ws[i], xb, ys[i]);
         break;
       case kAffine4:
         RunAffine<4>(ws[i], xb, ys[i]);
