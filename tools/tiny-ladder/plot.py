@@ -39,7 +39,9 @@ def main():
         if not os.path.exists(path):
             continue
         shutil.copy(path, os.path.join(args.out, "curves", f"{size}.csv"))
-        rows = list(csv.DictReader(open(path)))
+        # A resumed run logs again the steps after its last checkpoint: keep the latest row.
+        by_step = {int(r["step"]): r for r in csv.DictReader(open(path))}
+        rows = [by_step[k] for k in sorted(by_step)]
         for ax, (key, title) in zip(axes, panels):
             xs, ys = series(rows, key)
             ax.plot(xs, ys, color=COLOURS[size], label=size)
