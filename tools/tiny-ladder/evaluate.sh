@@ -62,6 +62,11 @@ for r in rungs:
     ok = [int(c) for c, n in e["needle_accuracy"].items() if n["accuracy"] >= 0.8]
     e["longest_context_at_0.8"] = max(ok) if ok else None
     ev[r] = e
+    st = os.path.join(os.path.dirname(out), "runs", r, "state.json")
+    if os.path.exists(st):
+        st = json.load(open(st))
+        e["training"] = {k: st.get(k) for k in ("tokens", "step", "phase", "stage", "wall_s",
+                                                "events", "sittings")}
 json.dump(ev, open(os.path.join(ladder, "eval.json"), "w"), indent=1)
 ctx = sorted({int(c) for e in ev.values() for c in e["needle_accuracy"]})
 md = ["# Tiny ladder: evaluation", "",
@@ -79,6 +84,13 @@ md += ["", "| rung | " + " | ".join(f"needle @{c}" for c in ctx) + " | longest â
 for r, e in ev.items():
     md.append(f"| {r} | " + " | ".join(f"{e['needle_accuracy'][str(c)]['accuracy']:.2f}"
                                       for c in ctx) + f" | {e['longest_context_at_0.8'] or 'â€”'} |")
+md += ["", "| rung | trained tokens | steps | last phase | CPU wall hours |", "|---|---|---|---|---|"]
+for r, e in ev.items():
+    t = e.get("training")
+    if t:
+        phase = t["phase"] + (f" at {[512, 1024, 2048][t['stage']]}" if t["phase"] == "mix" else "")
+        md.append(f"| {r} | {t['tokens'] / 1e6:.2f} M | {t['step']} | {phase} | "
+                  f"{t['wall_s'] / 3600:.1f} |")
 open(os.path.join(ladder, "EVAL.md"), "w").write("\n".join(md) + "\n")
 PY
 echo "evaluate: wrote $ladder/eval.json and EVAL.md" >&2

@@ -215,6 +215,10 @@ def main():
 
     log(f"size {args.size}: {sum(p.numel() for p in model.parameters())} params, lr {lr}, "
         f"{args.threads} thread(s)")
+    # Every sitting's arguments, so the exported ladder says how it was trained.
+    state.setdefault("sittings", []).append(
+        {"step": state["step"], "tokens": state["tokens"],
+         "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": sys.argv[1:]})
     t_start, t_ckpt = time.time(), time.time()
     wall0 = state["wall_s"]
     window_tokens, window_t, losses = 0, time.time(), []
