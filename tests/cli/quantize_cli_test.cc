@@ -63,7 +63,18 @@ TEST(CliQuantize, BenchDecodeReportsTheBoundAtEveryPrecision) {
     EXPECT_GT(j.at("triad_gb_s").get<double>(), 0.0);
     EXPECT_GT(j.at("x_bound").get<double>(), 0.0);
     EXPECT_GT(j.at("prefill_gflop_s").get<double>(), 0.0);
+    // Two tokens: two rounds (of the default five), each beside its own triad pass; the
+    // reported x bound is their median.
+    const auto& rounds = j.at("rounds");
+    ASSERT_EQ(rounds.size(), 2u);
+    const double mid =
+        0.5 * (rounds[0].at("x_bound").get<double>() + rounds[1].at("x_bound").get<double>());
+    EXPECT_NEAR(j.at("x_bound").get<double>(), mid, 1e-9 * mid);
   }
+  auto bad =
+      test::run_molt("bench decode --model " + tiny_s() + " --tokens 2 --rounds 0 --bandwidth");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--rounds"), std::string::npos) << bad.output;
 }
 
 TEST(CliQuantize, BenchSgemmReportsAPeak) {
