@@ -11,7 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ladder="$root/models/tiny-ladder"
-molt="$root/build/molt"
+molt="${MOLT:-$root/build/molt}"
 THREADS="${THREADS:-2}"
 [[ -x "$molt" ]] || { echo "evaluate.sh: build molt first (make build)" >&2; exit 1; }
 out="$here/work/eval"

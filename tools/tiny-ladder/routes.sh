@@ -8,13 +8,14 @@
 # then writes ladder.json with the routes and TRANSFER.md from the JSON alone.
 # Needs the training corpus (tools/tiny-ladder/work/corpus, made by build.sh) for
 # calibration; evaluation reads only the committed held-out split.
-# Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s").
+# Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s"),
+# MOLT (the binary, build/molt).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ladder="$root/models/tiny-ladder"
 work="$here/work"
-molt="$root/build/molt"
+molt="${MOLT:-$root/build/molt}"
 py=/usr/bin/python3
 SEQUENCES="${SEQUENCES:-300}"
 THREADS="${THREADS:-2}"
