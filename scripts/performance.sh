@@ -13,8 +13,9 @@
 #
 # Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
 # (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
-# when absent), THREADS (2), DOC (docs/PERFORMANCE.md), BENCH (microbenchmark binaries, next to MOLT). OMP_WAIT_POLICY and GOMP_SPINCOUNT
-# are passed through (molt runs with GOMP_SPINCOUNT=10000 unless one is set) and recorded.
+# when absent), THREADS (2), DOC (docs/PERFORMANCE.md), BENCH (microbenchmark binaries,
+# next to MOLT). OMP_WAIT_POLICY and GOMP_SPINCOUNT are passed through (molt runs with
+# GOMP_SPINCOUNT=10000 unless one is set) and recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MOLT=${MOLT:-build/molt}
