@@ -26,7 +26,7 @@ const char* kind_name(int k) {
   return k == 0 ? "q4g64" : k == 1 ? "q8g64" : "int8";
 }
 
-std::deque<QuantizedMatrix> make_copies(int kind, int64_t rows, int64_t cols) {
+QuantizedMatrix make_matrix(int kind, int64_t rows, int64_t cols) {
   std::vector<float> w(static_cast<size_t>(rows * cols));
   uint32_t s = 12345;
   for (float& v : w) {
@@ -34,9 +34,14 @@ std::deque<QuantizedMatrix> make_copies(int kind, int64_t rows, int64_t cols) {
     v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 26);
   }
   const WeightMatrix dense{DType::F32, rows, cols, w.data()};
+  return kind == 2 ? quantize_int8(dense, 0)
+                   : quantize_affine(dense, kind == 0 ? 4 : 8, 64, DType::BF16);
+}
+
+// Enough copies of one matrix that a pass over them leaves every cache cold.
+std::deque<QuantizedMatrix> make_copies(int kind, int64_t rows, int64_t cols) {
   std::deque<QuantizedMatrix> copies;
-  copies.push_back(kind == 2 ? quantize_int8(dense, 0)
-                             : quantize_affine(dense, kind == 0 ? 4 : 8, 64, DType::BF16));
+  copies.push_back(make_matrix(kind, rows, cols));
   const size_t bytes = copies[0].view().bytes();
   const size_t count = std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes);
   for (size_t i = 1; i < count; ++i) copies.push_back(copies[0]);
@@ -95,6 +100,41 @@ BENCHMARK(BM_QMatvecVsTriad)
     ->ArgNames({"kind", "rows", "cols", "thr"})
     ->Iterations(8)
     ->Unit(benchmark::kMillisecond);
+
+// The kernel's compute ceiling: one matrix small enough to stay in cache (about 0.4 MB at
+// 896 x 896, 4-bit), called back to back. Against BM_QMatvecVsTriad it says whether decode
+// waits on memory or on the arithmetic.
+void BM_QMatvecHot(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2);
+  set_num_threads(static_cast<int>(state.range(3)));
+  const QuantizedMatrix q = make_matrix(kind, rows, cols);
+  const WeightMatrix w = q.view();
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  constexpr int kCalls = 64;
+  for (auto _ : state) {
+    for (int i = 0; i < kCalls; ++i) matvec(w, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double calls = static_cast<double>(state.iterations()) * kCalls;
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(w.bytes()) * calls / 1e9, benchmark::Counter::kIsRate);
+  state.counters["us_per_call"] =
+      benchmark::Counter(calls / 1e6, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string(kind_name(kind)) + " " + simd_target_name());
+  set_num_threads(0);
+}
+BENCHMARK(BM_QMatvecHot)
+    ->Args({0, 896, 896, 2})
+    ->Args({0, 896, 896, 1})
+    ->Args({0, 4864, 896, 2})
+    ->Args({0, 4864, 896, 1})
+    ->Args({1, 896, 896, 2})
+    ->Args({2, 896, 896, 2})
+    ->ArgNames({"kind", "rows", "cols", "thr"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Per-call cost: 4-bit matvec time against rows at cols 896, so the intercept of time over
 // bytes (thread wake-up, x rounding, stream start-up, the last block's wait) shows. Decode

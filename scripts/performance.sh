@@ -45,7 +45,7 @@ timed() {
 
 [[ -x "$MOLT" ]] || { echo "performance.sh: $MOLT is missing; run make build" >&2; exit 1; }
 mkdir -p "$OUT" "$(dirname "$DOC")"
-rm -f "$OUT"/decode.jsonl "$OUT"/nll.jsonl
+rm -f "$OUT"/decode.jsonl "$OUT"/nll.jsonl "$OUT"/*bench*.json "$OUT"/quant_hot.json
 
 for geo in 0.5b 1.5b; do
   for dt in f32 bf16; do
@@ -103,6 +103,8 @@ if [[ "$QUICK" != 1 && -x "$BENCH/molt_quant_bench" ]]; then
   echo "== microbenchmarks" >&2
   timed "$BENCH/molt_quant_bench" --benchmark_filter='BM_QMatvecVsTriad/.*/thr:2' \
     --benchmark_format=json --benchmark_out="$OUT/quant_bench.json" >/dev/null
+  timed "$BENCH/molt_quant_bench" --benchmark_filter='BM_QMatvecHot' \
+    --benchmark_format=json --benchmark_out="$OUT/quant_hot.json" >/dev/null
   timed "$BENCH/molt_kernels_bench" --benchmark_filter='BM_MatvecVsTriad/.*/thr:2' \
     --benchmark_format=json --benchmark_out="$OUT/kernels_bench.json" >/dev/null
 fi

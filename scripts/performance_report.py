@@ -140,6 +140,22 @@ def main():
             shape = f"{parts[2].split(':')[1]} × {parts[3].split(':')[1]}"
             p(f"| {b.get('label', '')} | {shape} | {b['matvec_GB/s']:.1f} | {b['triad_GB/s']:.1f} "
               f"| {b['ratio']:.2f} |")
+    hot = load(os.path.join(out, "quant_hot.json"))
+    if hot:
+        p()
+        p("## Quantised kernels' compute ceiling (weights in cache)")
+        p()
+        p("One matrix small enough to stay in cache, called back to back: the rate at which the "
+          "arithmetic alone consumes packed weights. Where it is below the triad, decode at that "
+          "precision waits on the arithmetic, not on memory.")
+        p()
+        p("| kernel | rows × cols | threads | GB/s of packed weights | µs per call |")
+        p("|---|---|---:|---:|---:|")
+        for b in hot["benchmarks"]:
+            parts = b["name"].split("/")
+            shape = f"{parts[2].split(':')[1]} × {parts[3].split(':')[1]}"
+            p(f"| {b.get('label', '')} | {shape} | {parts[4].split(':')[1]} | {b['GB/s']:.1f} "
+              f"| {b['us_per_call']:.1f} |")
     p()
 
 

@@ -7,7 +7,8 @@ Phases (the state is in the checkpoint, so a run resumes where it stopped):
          until recall accuracy > 0.8 or --dense-tokens;
   mix    prose 55%, needles 25%, dense 10%, copy 10%; length 512 -> 1024 -> 2048,
          moving up when needle accuracy at the current length > 0.8 or after
-         --stage-tokens at that length.
+         --stage-tokens at that length. A later sitting may set its own weights
+         (--mix) and one fixed length (--seq-len).
 Every --eval-every steps a fixed evaluation set is scored and one CSV row is
 written: tokens, loss, copy/dense/needle accuracy, validation NLL.
 """
@@ -82,7 +83,21 @@ def schedule(state, args):
         return {"copy": 1.0}, 128
     if state["phase"] == "dense":
         return {"dense": 0.6, "copy": 0.2, "prose": 0.2}, 256
-    return {"prose": 0.55, "needle": 0.25, "dense": 0.1, "copy": 0.1}, LENGTHS[state["stage"]]
+    mix = args.mix or {"prose": 0.55, "needle": 0.25, "dense": 0.1, "copy": 0.1}
+    return mix, args.seq_len or LENGTHS[state["stage"]]
+
+
+def parse_mix(text):
+    """"prose=0.35,needle=0.35,dense=0.2,copy=0.1" -> dict; kinds checked, weights > 0."""
+    mix = {}
+    for part in text.split(","):
+        kind, _, w = part.partition("=")
+        if kind not in ("prose", "needle", "dense", "copy") or not w:
+            raise argparse.ArgumentTypeError(f"--mix: bad entry '{part}' (kind=weight)")
+        mix[kind] = float(w)
+        if mix[kind] <= 0:
+            raise argparse.ArgumentTypeError(f"--mix: weight of {kind} must be > 0")
+    return mix
 
 
 def answer_runs(mask_row):
@@ -162,6 +177,12 @@ def main():
     ap.add_argument("--stage-tokens", type=float, default=8e6)
     ap.add_argument("--cooldown-tokens", type=float, default=0,
                     help="from this run's start, decay lr linearly to 10%% over N tokens")
+    ap.add_argument("--new-cooldown", action="store_true",
+                    help="start the --cooldown-tokens decay at this sitting, not an earlier one")
+    ap.add_argument("--mix", type=parse_mix, default=None,
+                    help="mix-phase weights, e.g. prose=0.35,needle=0.35,dense=0.2,copy=0.1")
+    ap.add_argument("--seq-len", type=int, default=None,
+                    help="fixed mix-phase length (no length stages)")
     ap.add_argument("--run", default=None, help="run folder (default WORK/runs/SIZE)")
     args = ap.parse_args()
 
@@ -219,6 +240,8 @@ def main():
     state.setdefault("sittings", []).append(
         {"step": state["step"], "tokens": state["tokens"],
          "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "args": sys.argv[1:]})
+    if args.new_cooldown:
+        state["cooldown_from"] = state["tokens"]
     t_start, t_ckpt = time.time(), time.time()
     wall0 = state["wall_s"]
     window_tokens, window_t, losses = 0, time.time(), []
@@ -284,7 +307,7 @@ def main():
                 if row["dense_acc"] > 0.8 or state["phase_tokens"] > args.dense_tokens:
                     event(f"dense accuracy {row['dense_acc']:.3f}: -> mix at {LENGTHS[0]}")
                     state["phase"], state["phase_tokens"], state["stage"] = "mix", 0, 0
-            elif state["stage"] + 1 < len(LENGTHS):
+            elif state["stage"] + 1 < len(LENGTHS) and not args.seq_len:
                 if row["needle_acc_cur"] > 0.8 or state["phase_tokens"] > args.stage_tokens:
                     state["stage"] += 1
                     state["phase_tokens"] = 0
