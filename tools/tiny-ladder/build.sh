@@ -2,9 +2,10 @@
 # Rebuilds the tiny ladder from scratch with fixed seeds: corpus -> tokenizer ->
 # training (l, m, s) -> export -> needle set -> maps (routes.sh) -> evaluation
 # (evaluate.sh) -> curves.
+# Training replays recipe.json: each rung's sittings (curriculum arguments and the token count
+# each ran to) as the committed ladder was trained.
 # Not run in CI: training takes CPU hours. Knobs (environment):
 #   THREADS=1             torch threads per training run
-#   TRAIN_TOKENS=60e6     token budget per rung
 #   SIZES="s m l"         rungs to train
 #   KEEP_WORK=1           keep tools/tiny-ladder/work (resume training instead of restarting)
 set -euo pipefail
@@ -19,10 +20,9 @@ MOLT_EXTRA_PACKAGES="linux-source-6.1 python3.11-doc python3-torch python3-numpy
   "$root/scripts/install-deps.sh"
 
 THREADS="${THREADS:-1}"
-TRAIN_TOKENS="${TRAIN_TOKENS:-60e6}"
 SIZES="${SIZES:-s m l}"
 if [[ "${KEEP_WORK:-0}" != 1 ]]; then
-  rm -rf "$work/corpus" "$work/tokenizer" "$work/data" "$work/runs"
+  rm -rf "$work/corpus" "$work/tokenizer" "$work/data" "$work/runs" "$work"/logs/train_*.log
 fi
 mkdir -p "$work/logs" "$out/data"
 
@@ -30,8 +30,16 @@ cd "$here"
 "$py" corpus.py --work "$work" --seed 1234
 "$py" bpe.py --work "$work" --vocab-size 4096
 for size in $SIZES; do
-  "$py" train.py --size "$size" --work "$work" --threads "$THREADS" --seed 1 \
-    --max-tokens "$TRAIN_TOKENS" 2>&1 | tee "$work/logs/train_$size.log"
+  # One line per sitting: the token count it runs to, then its arguments.
+  "$py" -c "
+import json, sys
+for s in json.load(open('recipe.json'))['sizes'][sys.argv[1]]:
+    print(int(s['until']), *s['args'])" "$size" |
+    while read -r until args; do
+      # shellcheck disable=SC2086  # args is a list of words
+      "$py" train.py --size "$size" --work "$work" --threads "$THREADS" --seed 1 \
+        --max-tokens "$until" $args </dev/null 2>&1 | tee -a "$work/logs/train_$size.log"
+    done
 done
 "$py" export.py --work "$work" --out "$out" --sizes "$(echo $SIZES | tr ' ' ',')"
 

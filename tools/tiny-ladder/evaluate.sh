@@ -88,7 +88,11 @@ md += ["", "| rung | trained tokens | steps | last phase | CPU wall hours |", "|
 for r, e in ev.items():
     t = e.get("training")
     if t:
-        phase = t["phase"] + (f" at {[512, 1024, 2048][t['stage']]}" if t["phase"] == "mix" else "")
+        # The last sitting's --seq-len, where it set one, overrides the curriculum's stage.
+        args = (t.get("sittings") or [{}])[-1].get("args", [])
+        length = (args[args.index("--seq-len") + 1] if "--seq-len" in args
+                  else [512, 1024, 2048][t["stage"]])
+        phase = t["phase"] + (f" at {length}" if t["phase"] == "mix" else "")
         md.append(f"| {r} | {t['tokens'] / 1e6:.2f} M | {t['step']} | {phase} | "
                   f"{t['wall_s'] / 3600:.1f} |")
 open(os.path.join(ladder, "EVAL.md"), "w").write("\n".join(md) + "\n")
