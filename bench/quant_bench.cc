@@ -21,9 +21,10 @@ namespace {
 
 constexpr size_t kColdBytes = size_t{256} << 20;
 
-// 0: MLX 4-bit group 64 (bf16 scales), 1: MLX 8-bit group 64, 2: int8 per channel.
+// 0: MLX 4-bit group 64 (bf16 scales), 1: MLX 8-bit group 64, 2: int8 per channel, 3: kind 0
+// with rows interleaved by 8 (interleave_rows8).
 const char* kind_name(int k) {
-  return k == 0 ? "q4g64" : k == 1 ? "q8g64" : "int8";
+  return k == 0 ? "q4g64" : k == 1 ? "q8g64" : k == 2 ? "int8" : "q4g64-rows8";
 }
 
 QuantizedMatrix make_matrix(int kind, int64_t rows, int64_t cols) {
@@ -34,8 +35,9 @@ QuantizedMatrix make_matrix(int kind, int64_t rows, int64_t cols) {
     v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 26);
   }
   const WeightMatrix dense{DType::F32, rows, cols, w.data()};
-  return kind == 2 ? quantize_int8(dense, 0)
-                   : quantize_affine(dense, kind == 0 ? 4 : 8, 64, DType::BF16);
+  if (kind == 2) return quantize_int8(dense, 0);
+  QuantizedMatrix q = quantize_affine(dense, kind == 1 ? 8 : 4, 64, DType::BF16);
+  return kind == 3 ? interleave_rows8(q.view()) : q;
 }
 
 // Enough copies of one matrix that a pass over them leaves every cache cold.
@@ -89,7 +91,7 @@ void BM_QMatvecVsTriad(benchmark::State& state) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   const int64_t shapes[][2] = {{4864, 896}, {896, 4864}, {8960, 1536}, {1536, 8960}, {151936, 896}};
-  for (int kind : {0, 1, 2}) {
+  for (int kind : {0, 3, 1, 2}) {
     for (const auto& s : shapes) {
       for (int threads : {2, 1}) b->Args({kind, s[0], s[1], threads});
     }
@@ -130,6 +132,10 @@ BENCHMARK(BM_QMatvecHot)
     ->Args({0, 896, 896, 1})
     ->Args({0, 4864, 896, 2})
     ->Args({0, 4864, 896, 1})
+    ->Args({3, 896, 896, 2})
+    ->Args({3, 896, 896, 1})
+    ->Args({3, 4864, 896, 2})
+    ->Args({3, 4864, 896, 1})
     ->Args({1, 896, 896, 2})
     ->Args({2, 896, 896, 2})
     ->ArgNames({"kind", "rows", "cols", "thr"})

@@ -34,6 +34,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/qmatvec.h"
+#include "molt/kernels/quant.h"
 #include "molt/common/dtype.h"
 
 #if HWY_ARCH_X86
@@ -80,9 +81,12 @@ HWY_INLINE void ForThreadRowsQ(int64_t rows, const Rows& rows_fn) {
 
 // kAffine8P: 8-bit with groups of 64 or more, where x gets one scale per 64 inputs so that two
 // chunks' integer sums add before the one conversion and scaling (7 vector ops per chunk, not 8).
-enum Kind { kInt8 = 0, kAffine8 = 1, kAffine4 = 2, kAffine4G32 = 3, kAffine8P = 4 };
+// kAffine4R8: 4-bit with rows interleaved in blocks of 8 (WeightMatrix::rows8).
+enum Kind { kInt8 = 0, kAffine8 = 1, kAffine4 = 2, kAffine4G32 = 3, kAffine8P = 4, kAffine4R8 = 5 };
 
-// x rounded to int8 for one call: q (permuted for 4-bit), one scale per 32-byte weight chunk,
+// x rounded to int8 for one call: q (permuted for 4-bit: per 64 inputs the 32 even ones, then
+// the 32 odd ones; for kAffine4R8 per 8 inputs (one packed word) the 4 even, then the 4 odd),
+// one scale per 32-byte weight chunk,
 // and per weight group the exact Σ x and (8-bit affine) 128 · Σ x̃.
 struct XQ {
   std::vector<int8_t> q;
@@ -125,7 +129,7 @@ HWY_INLINE int32_t HSumI(__m256i v) {
 // Rounds x to int8 once per call (it runs on one thread while the other waits, so it is
 // vectorised too). 4-bit chunks of 64 inputs are split into even and odd inputs first.
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
-  const bool nib = kind == kAffine4 || kind == kAffine4G32;
+  const bool nib = kind == kAffine4 || kind == kAffine4G32 || kind == kAffine4R8;
   const int64_t ce = nib || kind == kAffine8P ? 64 : 32, nc = w.cols / ce, G = w.group_size;
   const int64_t ng = w.groups();
   // dx, xsum and corr are zero-padded to whole vectors of 8 (read 8 at a time).
@@ -152,8 +156,18 @@ void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
         ev[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
         od[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
       }
-      Round32(ev, vinv, qc);
-      Round32(od, vinv, qc + 32);
+      if (kind == kAffine4R8) {
+        alignas(32) int8_t t[64];
+        Round32(ev, vinv, t);
+        Round32(od, vinv, t + 32);
+        for (int j = 0; j < 8; ++j) {
+          std::memcpy(qc + 8 * j, t + 4 * j, 4);
+          std::memcpy(qc + 8 * j + 4, t + 32 + 4 * j, 4);
+        }
+      } else {
+        Round32(ev, vinv, qc);
+        Round32(od, vinv, qc + 32);
+      }
     } else {
       __m256i sum = Round32(v, vinv, qc);
       if (ce == 64) sum = _mm256_add_epi32(sum, Round32(v + 4, vinv, qc + 32));
@@ -273,16 +287,87 @@ HWY_INLINE __m256 Widen8(DType t, const void* p, int64_t i) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+// One chunk (32 bytes of weights) of R rows: the integer dot product with x, converted once
+// and scaled by the chunk's combined scale S[k].
+template <int R, int BITS, int UNIT>
+HWY_INLINE void ChunkAffine(const uint8_t* const* wp, const int8_t* xq, const float* S,
+                            int64_t sstride, int64_t c, __m256* acc) {
+  const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const __m256i m80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  if constexpr (BITS == 4) {
+    const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
+    const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
+    for (int k = 0; k < R; ++k) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
+      const __m256i lo = _mm256_and_si256(raw, m0f);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
+      const __m256i p =
+          _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                               _mm256_broadcast_ss(S + k * sstride), acc[k]);
+    }
+  } else if constexpr (UNIT == 64) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
+    for (int k = 0; k < R; ++k) {
+      const uint8_t* u = wp[k] + c * 64;
+      const __m256i q0 =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u)), m80);
+      const __m256i q1 =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 32)), m80);
+      const __m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(q0), _mm256_sign_epi8(x0, q0));
+      const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(x1, q1));
+      const __m256i sum =
+          _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcast_ss(S + k * sstride),
+                               acc[k]);
+    }
+  } else {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
+    for (int k = 0; k < R; ++k) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
+      const __m256i qs = _mm256_xor_si256(raw, m80);
+      const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                               _mm256_broadcast_ss(S + k * sstride), acc[k]);
+    }
+  }
+}
+
+// Chunks [c0, c0 + n) of R rows. Kept free of calls and of variable-length inner loops so the
+// R accumulators stay in registers: with the scales computed inside this loop (8 chunks at a
+// time) GCC kept them on the stack, a store per FMA, and the kernel ran at ~60% of its ceiling.
+template <int R, int BITS, int UNIT>
+HWY_INLINE void DotAffine(const uint8_t* const* wp, const int8_t* xq, const float* S,
+                          int64_t sstride, int64_t c0, int64_t n, __m256* out) {
+  __m256 acc[R];
+  for (int k = 0; k < R; ++k) acc[k] = out[k];
+  // One prefetch per row and 64 bytes of weights.
+  constexpr int64_t kStep = UNIT == 64 ? 1 : 2;
+  int64_t j = 0;
+  for (; j + kStep <= n; j += kStep) {
+    const int64_t c = c0 + j;
+    for (int k = 0; k < R; ++k) {
+      _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * UNIT + kPrefetchBytes), _MM_HINT_T0);
+    }
+    ChunkAffine<R, BITS, UNIT>(wp, xq, S + j, sstride, c, acc);
+    if constexpr (kStep == 2) ChunkAffine<R, BITS, UNIT>(wp, xq, S + j + 1, sstride, c + 1, acc);
+  }
+  if (j < n) ChunkAffine<R, BITS, UNIT>(wp, xq, S + j, sstride, c0 + j, acc);
+  for (int k = 0; k < R; ++k) out[k] = acc[k];
+}
+
 // MLX affine with whole chunks per group (4-bit G >= 64, 8-bit G >= 32): the hot loop for
-// published MLX checkpoints. Per block of 8 chunks and row, one vector holds each chunk's
-// (weight scale × x scale), so a chunk costs one lane broadcast (vpermps) and one FMA on top
-// of its integer dot product; the bias (and 8-bit's 128 · Σx̃) terms are two short dot products
-// per row at the end. No scalar work per group.
+// published MLX checkpoints. For a segment of up to kSegment chunks, each row's combined
+// scales (weight scale × x scale, one per chunk) are computed first, 8 at a time; the dot loop
+// then costs one broadcast load and one FMA per chunk on top of the integer dot product. The
+// bias (and 8-bit's 128 · Σx̃) terms are two short dot products per row at the end.
 // UNIT: bytes of weights per x scale, 32 (a chunk) or 64 (two chunks, 8-bit kAffine8P); the
 // "chunks" below are units.
 template <int R, int BITS, int UNIT = 32>
 HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step,
                            float* y) {
+  constexpr int64_t kSegment = 64;
   const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8;
   const int64_t nc = row_bytes / UNIT;
   const int64_t cpg = w.group_size * BITS / 8 / UNIT;  // 1, 2 or 4
@@ -297,80 +382,33 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
     acc[k] = _mm256_setzero_ps();
     PrefetchTables(w, srow[k], row_bytes);
   }
-  const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  const __m256i m80 = _mm256_set1_epi8(static_cast<char>(0x80));
-  // Lane j of the block takes the scale of group j / cpg.
+  // Lane j of a block of 8 chunks takes the scale of group j / cpg.
   const __m256i expand = cpg == 1   ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
                          : cpg == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)
                                     : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  const int8_t* xq = xb.q.data();
   const float* dx = xb.dx.data();
-  for (int64_t c0 = 0; c0 < nc; c0 += 8) {
-    const int64_t n = std::min<int64_t>(8, nc - c0), g0 = c0 / cpg;
-    alignas(32) float S[R][8];
+  alignas(32) float S[R][kSegment];
+  for (int64_t s0 = 0; s0 < nc; s0 += kSegment) {
+    const int64_t n = std::min(kSegment, nc - s0);
     for (int k = 0; k < R; ++k) {
-      // Eight scales from g0 on: past this row's last group they are the next row's, which
-      // only meet lanes of chunks this row does not have (dx is zero-padded); the last
-      // rows, where that would read past the table, fill the vector one by one.
-      if (srow[k] + g0 + 8 <= total) {
-        _mm256_store_ps(S[k], _mm256_mul_ps(_mm256_permutevar8x32_ps(
-                                                Widen8(sd, w.scales, srow[k] + g0), expand),
-                                            _mm256_loadu_ps(dx + c0)));
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          S[k][j] = scale_at(sd, w.scales, srow[k] + (c0 + j) / cpg) * dx[c0 + j];
+      for (int64_t c0 = s0; c0 < s0 + n; c0 += 8) {
+        const int64_t g0 = c0 / cpg;
+        // Eight scales from g0 on: past this row's last group they are the next row's, which
+        // only meet lanes of chunks this row does not have (dx is zero-padded); the last
+        // rows, where that would read past the table, fill the vector one by one.
+        if (srow[k] + g0 + 8 <= total) {
+          _mm256_store_ps(&S[k][c0 - s0], _mm256_mul_ps(_mm256_permutevar8x32_ps(
+                                                            Widen8(sd, w.scales, srow[k] + g0),
+                                                            expand),
+                                                        _mm256_loadu_ps(dx + c0)));
+        } else {
+          for (int64_t c = c0; c < std::min(c0 + 8, s0 + n); ++c) {
+            S[k][c - s0] = scale_at(sd, w.scales, srow[k] + c / cpg) * dx[c];
+          }
         }
       }
     }
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t c = c0 + j;
-      if constexpr (BITS == 4) {
-        const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
-        const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
-        for (int k = 0; k < R; ++k) {
-          if ((c & 1) == 0) {
-            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
-                         _MM_HINT_T0);
-          }
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
-          const __m256i lo = _mm256_and_si256(raw, m0f);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
-          const __m256i p =
-              _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                   _mm256_broadcast_ss(&S[k][j]), acc[k]);
-        }
-      } else if constexpr (UNIT == 64) {
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 64 + 32));
-        for (int k = 0; k < R; ++k) {
-          const uint8_t* u = wp[k] + c * 64;
-          _mm_prefetch(reinterpret_cast<const char*>(u + kPrefetchBytes), _MM_HINT_T0);
-          const __m256i q0 =
-              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u)), m80);
-          const __m256i q1 =
-              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + 32)), m80);
-          const __m256i p0 = _mm256_maddubs_epi16(_mm256_abs_epi8(q0), _mm256_sign_epi8(x0, q0));
-          const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(x1, q1));
-          const __m256i sum =
-              _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
-          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcast_ss(&S[k][j]), acc[k]);
-        }
-      } else {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
-        for (int k = 0; k < R; ++k) {
-          if ((c & 1) == 0) {
-            _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes),
-                         _MM_HINT_T0);
-          }
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + c * 32));
-          const __m256i qs = _mm256_xor_si256(raw, m80);
-          const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xv, qs));
-          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
-                                   _mm256_broadcast_ss(&S[k][j]), acc[k]);
-        }
-      }
-    }
+    DotAffine<R, BITS, UNIT>(wp, xb.q.data(), &S[0][0], kSegment, s0, n, acc);
   }
   // Σ_g bias_g · Σx_g (+ scale_g · 128 Σx̃_g at 8 bits).
   const float* xs = xb.xsum.data();
@@ -391,6 +429,112 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
       if constexpr (BITS == 8) tail += scale_at(sd, w.scales, srow[k] + g) * corr[g];
     }
     y[k * step] = HSum(_mm256_add_ps(acc[k], t)) + tail;
+  }
+}
+
+// 4-bit with rows interleaved in blocks of 8 (kAffine4R8): one 32-byte vector holds one packed
+// word (8 inputs) of each of 8 rows, so vector lane k sums row k and a block of 8 rows ends in
+// one vector of 8 results: no horizontal sums, no per-row scale set-up. x comes as one
+// broadcast of its 4 even and one of its 4 odd int8 inputs per word. Per 4 words the vpmaddubsw
+// products add up in int16 (|15 · 127 · 2| · 2 · 4 = 30480 fits) before one vpmaddwd widens
+// them; each chunk of 64 inputs is converted once and scaled by its 8 rows' scales (one 16-byte
+// load) times x's scale, and each group adds its 8 biases times Σx. NB blocks far apart are read
+// at once (two streams per thread kept the memory busiest in measurements at cols 896).
+template <int NB>
+HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t step, float* y) {
+  const int64_t words = w.cols / 8, ng = w.groups(), G = w.group_size, nc = w.cols / 64;
+  const DType sd = w.scale_dtype;
+  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
+  const uint8_t* wp[NB];
+  int64_t t0[NB];  // first table entry of the block
+  __m256 acc[NB];
+  for (int k = 0; k < NB; ++k) {
+    const int64_t b = b0 + k * step;
+    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
+    t0[k] = b * ng * 8;
+    acc[k] = _mm256_setzero_ps();
+    // This stream's next blocks' tables (the weights' own prefetch runs on into them too).
+    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
+    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
+    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
+    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
+      _mm_prefetch(sc + o, _MM_HINT_T0);
+      _mm_prefetch(bi + o, _MM_HINT_T0);
+    }
+  }
+  const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  const int8_t* xq = xb.q.data();
+  // The NB blocks' sums over the 4 words (32 inputs) from word j on, as 8 int32 lanes each.
+  // x's two broadcasts of a word are loaded where they are used (a broadcast load is a load,
+  // not an ALU op, here): held for several words they pushed the accumulators out of the
+  // registers.
+  auto quad = [&](int64_t j, __m256i* out) HWY_ATTR {
+    __m256i s[NB];
+    for (int k = 0; k < NB; ++k) {
+      const char* p = reinterpret_cast<const char*>(wp[k] + j * 32);
+      _mm_prefetch(p + 1024, _MM_HINT_T0);
+      _mm_prefetch(p + 1024 + 64, _MM_HINT_T0);
+      s[k] = _mm256_setzero_si256();
+    }
+    for (int v = 0; v < 4; ++v) {
+      int32_t e, o;
+      std::memcpy(&e, xq + (j + v) * 8, 4);
+      std::memcpy(&o, xq + (j + v) * 8 + 4, 4);
+      const __m256i xe = _mm256_set1_epi32(e), xo = _mm256_set1_epi32(o);
+      for (int k = 0; k < NB; ++k) {
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + (j + v) * 32));
+        const __m256i lo = _mm256_and_si256(raw, m0f);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m0f);
+        s[k] = _mm256_add_epi16(
+            s[k], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo)));
+      }
+    }
+    for (int k = 0; k < NB; ++k) out[k] = _mm256_madd_epi16(s[k], ones);
+  };
+  for (int64_t c = 0; c < nc; ++c) {
+    const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
+    __m256i h0[NB], h1[NB];
+    quad(c * 8, h0);
+    quad(c * 8 + 4, h1);
+    if (G == 32) {
+      // The two halves of the chunk are two groups.
+      for (int k = 0; k < NB; ++k) {
+        const __m256 s0 = Widen8(sd, w.scales, t0[k] + (2 * c) * 8);
+        const __m256 s1 = Widen8(sd, w.scales, t0[k] + (2 * c + 1) * 8);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0[k]), _mm256_mul_ps(s0, dxv), acc[k]);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1[k]), _mm256_mul_ps(s1, dxv), acc[k]);
+      }
+    } else {
+      const int64_t g = c * 64 / G;
+      for (int k = 0; k < NB; ++k) {
+        const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(h0[k], h1[k])),
+                                 _mm256_mul_ps(sv, dxv), acc[k]);
+      }
+    }
+  }
+  // Σ_g bias_g · Σx_g, 8 rows at a time.
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
+    for (int k = 0; k < NB; ++k) {
+      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.biases, t0[k] + g * 8), xs, acc[k]);
+    }
+  }
+  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+}
+
+// This thread's share of y = W x for kAffine4R8: blocks of 8 rows dealt out in ranges, first
+// come first served (as ForThreadRowsQ), each range read as two far-apart streams of blocks.
+void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
+  const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
+  const int64_t range = std::max<int64_t>(2, (blocks + 8 * nt - 1) / (8 * nt));
+  const int64_t ranges = (blocks + range - 1) / range;
+#pragma omp for schedule(dynamic, 1) nowait
+  for (int64_t i = 0; i < ranges; ++i) {
+    const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / 2;
+    for (int64_t b = b0; b < b0 + q; ++b) Blocks8<2>(w, xb, b, q, y + b * 8);
+    for (int64_t b = b0 + 2 * q; b < b1; ++b) Blocks8<1>(w, xb, b, 0, y + b * 8);
   }
 }
 
@@ -419,6 +563,10 @@ bool KindOf(const WeightMatrix& w, Kind& kind) {
     kind = w.group_size % 64 == 0 ? kAffine8P : kAffine8;
     return w.group_size % 32 == 0;
   }
+  if (w.rows8) {
+    kind = kAffine4R8;
+    return w.cols % 64 == 0 && (w.group_size == 32 || w.group_size % 64 == 0);
+  }
   kind = w.group_size == 32 ? kAffine4G32 : kAffine4;
   return w.group_size % 64 == 0 || (w.group_size == 32 && w.cols % 64 == 0);
 }
@@ -433,7 +581,7 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
     Kind k;
     same = KindOf(ws[i], k) && k == kind && ws[i].dtype == ws[0].dtype &&
            ws[i].bits == ws[0].bits && ws[i].group_size == ws[0].group_size &&
-           ws[i].scale_dtype == ws[0].scale_dtype;
+           ws[i].scale_dtype == ws[0].scale_dtype && ws[i].rows8 == ws[0].rows8;
   }
   if (!same) {
     for (int64_t i = 0; i < n; ++i) {
@@ -467,11 +615,18 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
       case kAffine4G32:
         RunQ<kAffine4G32>(ws[i], xb, ys[i]);
         break;
+      case kAffine4R8:
+        RunBlocks8(ws[i], xb, ys[i]);
+        break;
     }
   }
 }
 
+bool PrefersRows8() { return true; }
+
 #else
+
+bool PrefersRows8() { return false; }
 
 void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
   for (int64_t i = 0; i < n; ++i) qmatvec_exact(ws[i], x, ys[i]);
@@ -487,6 +642,9 @@ HWY_AFTER_NAMESPACE();
 namespace molt {
 
 HWY_EXPORT(QMatvecMulti);
+HWY_EXPORT(PrefersRows8);
+
+bool rows8_preferred() { return HWY_DYNAMIC_DISPATCH(PrefersRows8)(); }
 
 void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
   HWY_DYNAMIC_DISPATCH(QMatvecMulti)(ws, n, x, ys);

@@ -21,6 +21,24 @@ void qmatvec_exact(const WeightMatrix& w, const float* x, float* y);
 // out[cols] = row `row` of a checked quantised W as f32 (scale · q + bias, no FMA).
 void dequantize_row_q(const WeightMatrix& w, int64_t row, float* out);
 
+// The packed words of row r of a U32 W, in either layout (WeightMatrix::rows8).
+struct RowWords {
+  const uint32_t* p;
+  int64_t stride;
+  uint32_t operator[](int64_t j) const { return p[j * stride]; }
+};
+inline RowWords row_words(const WeightMatrix& w, int64_t r) {
+  const int64_t per_row = w.cols * w.bits / 32;
+  const auto* d = static_cast<const uint32_t*>(w.data);
+  if (w.rows8) return {d + (r / 8) * per_row * 8 + r % 8, 8};
+  return {d + r * per_row, 1};
+}
+
+// Index of entry (row r, group g) of W's scales and biases, in either layout.
+inline int64_t table_index(const WeightMatrix& w, int64_t r, int64_t g) {
+  return w.rows8 ? ((r / 8) * w.groups() + g) * 8 + r % 8 : r * w.groups() + g;
+}
+
 // Scale or bias number i of a table stored as F32, F16 or BF16.
 inline float scale_at(DType t, const void* p, int64_t i) {
   switch (t) {

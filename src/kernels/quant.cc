@@ -61,7 +61,49 @@ WeightMatrix QuantizedMatrix::view() const {
   w.scale_dtype = scale_dtype;
   w.scales = scales.data();
   w.biases = dtype == DType::U32 ? biases.data() : nullptr;
+  w.rows8 = rows8;
   return w;
+}
+
+QuantizedMatrix interleave_rows8(const WeightMatrix& w) {
+  check_weight(w, "interleave_rows8");
+  if (w.dtype != DType::U32 || w.bits != 4) {
+    fail("interleave_rows8: the weight is {} at {} bits, not MLX 4-bit", dtype_name(w.dtype),
+         w.bits);
+  }
+  if (w.rows8) fail("interleave_rows8: the weight is interleaved already");
+  if (w.rows % 8 != 0) fail("interleave_rows8: {} rows is not a multiple of 8", w.rows);
+  QuantizedMatrix q;
+  q.dtype = w.dtype;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  q.bits = w.bits;
+  q.group_size = w.group_size;
+  q.scale_dtype = w.scale_dtype;
+  q.rows8 = true;
+  const int64_t words = w.cols / 8, ng = w.groups();
+  const size_t es = dtype_size(w.scale_dtype);
+  q.data.resize(w.data_bytes());
+  q.scales.resize(static_cast<size_t>(w.rows * ng) * es);
+  q.biases.resize(q.scales.size());
+  const auto* src = static_cast<const uint32_t*>(w.data);
+  auto* dst = reinterpret_cast<uint32_t*>(q.data.data());
+  const auto* ssrc = static_cast<const uint8_t*>(w.scales);
+  const auto* bsrc = static_cast<const uint8_t*>(w.biases);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < w.rows / 8; ++b) {
+    for (int64_t k = 0; k < 8; ++k) {
+      const int64_t r = b * 8 + k;
+      for (int64_t j = 0; j < words; ++j) dst[(b * words + j) * 8 + k] = src[r * words + j];
+      for (int64_t g = 0; g < ng; ++g) {
+        const size_t to = static_cast<size_t>((b * ng + g) * 8 + k) * es;
+        const size_t from = static_cast<size_t>(r * ng + g) * es;
+        std::memcpy(q.scales.data() + to, ssrc + from, es);
+        std::memcpy(q.biases.data() + to, bsrc + from, es);
+      }
+    }
+  }
+  return q;
 }
 
 QuantizedMatrix quantize_affine(const WeightMatrix& w, int bits, int64_t group_size,
@@ -171,10 +213,10 @@ void dequantize_row_q(const WeightMatrix& w, int64_t row, float* out) {
   }
   const int per = 32 / w.bits;
   const uint32_t mask = (1u << w.bits) - 1u;
-  const uint32_t* words = static_cast<const uint32_t*>(w.data) + row * (w.cols / per);
+  const RowWords words = row_words(w, row);
   for (int64_t g = 0; g < ng; ++g) {
-    const float s = scale_at(w.scale_dtype, w.scales, row * ng + g);
-    const float b = scale_at(w.scale_dtype, w.biases, row * ng + g);
+    const float s = scale_at(w.scale_dtype, w.scales, table_index(w, row, g));
+    const float b = scale_at(w.scale_dtype, w.biases, table_index(w, row, g));
     for (int64_t i = g * G; i < (g + 1) * G; ++i) {
       const uint32_t q = (words[i / per] >> ((i % per) * w.bits)) & mask;
       const float p = s * static_cast<float>(q);
@@ -205,15 +247,15 @@ void qmatvec_exact(const WeightMatrix& w, const float* x, float* y) {
     } else {
       const int per = 32 / w.bits;
       const uint32_t mask = (1u << w.bits) - 1u;
-      const uint32_t* words = static_cast<const uint32_t*>(w.data) + r * (cols / per);
+      const RowWords words = row_words(w, r);
       for (int64_t g = 0; g < ng; ++g) {
         float s = 0.0f;
         for (int64_t i = g * G; i < (g + 1) * G; ++i) {
           const uint32_t q = (words[i / per] >> ((i % per) * w.bits)) & mask;
           s += static_cast<float>(q) * x[i];
         }
-        acc += scale_at(w.scale_dtype, w.scales, r * ng + g) * s +
-               scale_at(w.scale_dtype, w.biases, r * ng + g) * xs[g];
+        acc += scale_at(w.scale_dtype, w.scales, table_index(w, r, g)) * s +
+               scale_at(w.scale_dtype, w.biases, table_index(w, r, g)) * xs[g];
       }
     }
     y[r] = acc;

@@ -213,6 +213,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const LoadO
   }
   w.bytes = s.total_bytes();
   if (options.precision != Precision::Native) m->quantize_weights(options);
+  if (options.interleave && rows8_preferred()) m->interleave_weights();
   if (c.tie_word_embeddings) w.lm_head = w.embed;
   return m;
 }
@@ -237,6 +238,34 @@ void Model::quantize_weights(const LoadOptions& o) {
     for (WeightMatrix* mat : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) quantize(*mat);
   }
   // Nothing refers to the file's pages any more: give them back.
+  store_.release_pages();
+}
+
+// 4-bit weights get their rows interleaved by 8 for the decode kernel (interleave_rows8): a
+// copy of each, made once at load, after which the file's pages (or the row-major copies of
+// load-time quantisation) are let go. Matrices whose rows do not tile by 8 stay as they are.
+void Model::interleave_weights() {
+  ModelWeights& w = weights_;
+  std::vector<std::unique_ptr<QuantizedMatrix>> kept;
+  std::vector<const void*> replaced;
+  auto interleave = [&](WeightMatrix& mat) {
+    if (mat.dtype != DType::U32 || mat.bits != 4 || mat.rows % 8 != 0 || mat.rows8) return;
+    auto q = std::make_unique<QuantizedMatrix>(interleave_rows8(mat));
+    replaced.push_back(mat.data);
+    mat = q->view();
+    kept.push_back(std::move(q));
+  };
+  interleave(w.embed);
+  if (!config_.tie_word_embeddings) interleave(w.lm_head);
+  for (LayerWeights& L : w.layers) {
+    for (WeightMatrix* mat : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) interleave(*mat);
+  }
+  if (kept.empty()) return;
+  // Load-time quantised row-major copies that nothing refers to any more.
+  std::erase_if(owned_, [&](const std::unique_ptr<QuantizedMatrix>& q) {
+    return std::find(replaced.begin(), replaced.end(), q->data.data()) != replaced.end();
+  });
+  for (auto& q : kept) owned_.push_back(std::move(q));
   store_.release_pages();
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -142,6 +143,66 @@ TEST_P(QuantMatvec, MultiEqualsOneByOne) {
   EXPECT_THROW(matvec_multi(two, x.data(), none), Error);
 }
 
+// 4-bit weights with rows interleaved by 8 hold the same values (dequantised exactly alike), so
+// matvec meets the same bound against them, matvec_multi and prefill agree with the row-major
+// layout, and the exact path gives the same floats. Shapes cover one chunk of 64 inputs, many,
+// G = 32 (a chunk spans two groups), G = 128 (two chunks a group), and cols the 64-input chunks
+// do not tile (the exact path).
+TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
+  const Case cases[] = {{"affine", 4, 32, DType::BF16},
+                        {"affine", 4, 64, DType::BF16},
+                        {"affine", 4, 64, DType::F16},
+                        {"affine", 4, 128, DType::F32}};
+  const int64_t shapes[][2] = {{8, 896}, {40, 256}, {16, 64}, {24, 384}, {8, 96}, {136, 128}};
+  for (const Case& c : cases) {
+    for (const auto& s : shapes) {
+      const int64_t rows = s[0], cols = s[1];
+      if (cols % c.group != 0) continue;
+      const std::string what = "group " + std::to_string(c.group) + " shape " +
+                               std::to_string(rows) + "x" + std::to_string(cols);
+      const auto w = random_floats(static_cast<size_t>(rows * cols), 11);
+      const QuantizedMatrix q = make(c, w, rows, cols);
+      const QuantizedMatrix r = interleave_rows8(q.view());
+      ASSERT_TRUE(r.view().rows8);
+      const std::vector<float> wq = dequantized(q.view());
+      ASSERT_EQ(dequantized(r.view()), wq) << what;
+      auto x = random_floats(static_cast<size_t>(cols), 12);
+      x[cols / 3] = 25.0f;
+      std::vector<float> y(static_cast<size_t>(rows), -1.0f);
+      matvec(r.view(), x.data(), y.data());
+      expect_matvec_close(wq, rows, cols, x, y, what);
+      // Against the row-major kernel: the same integer sums and scales, summed in another order.
+      std::vector<float> y0(static_cast<size_t>(rows));
+      matvec(q.view(), x.data(), y0.data());
+      for (int64_t i = 0; i < rows; ++i) {
+        double mag = 0.0;
+        for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
+        ASSERT_NEAR(y[i], y0[i], 1e-5 * mag) << what << " row " << i;
+      }
+      // Exact path: same arithmetic in either layout.
+      std::vector<float> ye(static_cast<size_t>(rows)), yr(static_cast<size_t>(rows));
+      qmatvec_exact(q.view(), x.data(), ye.data());
+      qmatvec_exact(r.view(), x.data(), yr.data());
+      EXPECT_EQ(ye, yr) << what;
+      // Prefill widens rows through the same dequantiser: bit-identical.
+      const int64_t n = 3;
+      const auto xs = random_floats(static_cast<size_t>(n * cols), 13);
+      std::vector<float> pq(static_cast<size_t>(n * rows)), pr(pq.size());
+      matmul(q.view(), xs.data(), n, pq.data());
+      matmul(r.view(), xs.data(), n, pr.data());
+      EXPECT_EQ(pq, pr) << what;
+      // One pass for several: the same as one by one.
+      const WeightMatrix rv = r.view();
+      const WeightMatrix* ws[] = {&rv, &rv};
+      std::vector<float> m0(static_cast<size_t>(rows)), m1(m0.size());
+      float* ys[] = {m0.data(), m1.data()};
+      matvec_multi(ws, x.data(), ys);
+      EXPECT_EQ(m0, y) << what;
+      EXPECT_EQ(m1, y) << what;
+    }
+  }
+}
+
 TEST(QuantExact, ExactPathMatchesDoubleReference) {
   const int64_t rows = 19, cols = 384;
   const auto w = random_floats(static_cast<size_t>(rows * cols), 5);
@@ -250,6 +311,34 @@ TEST(QuantErrors, BadDescriptorsAreRefused) {
   EXPECT_THROW(quantize_affine({DType::F32, 4, 64, w.data()}, 5, 32, DType::F32), Error);
   EXPECT_THROW(quantize_int8({DType::F32, 4, 64, w.data()}, 48), Error);
   EXPECT_THROW(quantize_int8(q.view(), 0), Error);  // already quantised
+}
+
+void expect_throw_with(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    FAIL() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(QuantErrors, InterleavingNeedsFourBitRowsByEight) {
+  const std::vector<float> w(16 * 64, 0.5f);
+  const QuantizedMatrix q4 = quantize_affine({DType::F32, 16, 64, w.data()}, 4, 64, DType::F32);
+  const QuantizedMatrix q4odd = quantize_affine({DType::F32, 12, 64, w.data()}, 4, 64, DType::F32);
+  const QuantizedMatrix q8 = quantize_affine({DType::F32, 16, 64, w.data()}, 8, 64, DType::F32);
+  const QuantizedMatrix i8 = quantize_int8({DType::F32, 16, 64, w.data()}, 0);
+  expect_throw_with([&] { interleave_rows8(q4odd.view()); }, "12 rows is not a multiple of 8");
+  expect_throw_with([&] { interleave_rows8(q8.view()); }, "at 8 bits, not MLX 4-bit");
+  expect_throw_with([&] { interleave_rows8(i8.view()); }, "not MLX 4-bit");
+  const QuantizedMatrix r = interleave_rows8(q4.view());
+  expect_throw_with([&] { interleave_rows8(r.view()); }, "interleaved already");
+  WeightMatrix v = q8.view();
+  v.rows8 = true;
+  expect_error(v, "rows interleaved by 8 need MLX 4-bit");
+  v = q4odd.view();
+  v.rows8 = true;
+  expect_error(v, "12 rows");
 }
 
 }  // namespace

@@ -42,6 +42,10 @@ const char* precision_name(Precision p);
 struct LoadOptions {
   Precision precision = Precision::Native;
   int64_t group_size = 64;  // q4 / q8 (int8 is per channel)
+  // 4-bit weights with rows interleaved by 8 (interleave_rows8), where this CPU's kernel is
+  // faster that way: a heap copy made at load, so the weights no longer live in the file's
+  // pages and parking cannot give them back. Ladder rungs keep the file's layout.
+  bool interleave = false;
 };
 
 class Model {
@@ -83,6 +87,7 @@ class Model {
  private:
   Model() = default;
   void quantize_weights(const LoadOptions& o);
+  void interleave_weights();
   ModelConfig config_;
   WeightStore store_;
   ModelWeights weights_;
