@@ -117,9 +117,8 @@ void run(const BenchDecodeArgs& a) {
       {"decode_gb_s", decode_tok_s * bytes / 1e9},
       {"peak_rss_mib", peak_rss_mib()},
       {"precision", a.precision},
-      {"layout", model->weights().layers.empty() || !model->weights().layers[0].q.rows8
-                     ? "rows"
-                     : "rows8"},
+      {"layout",
+       model->weights().layers.empty() || !model->weights().layers[0].q.rows8 ? "rows" : "rows8"},
       {"load_s", load_s},
       {"weight_dtype",
        std::string(dtype_name(

@@ -34,8 +34,8 @@
 
 #include "hwy/highway.h"
 #include "kernels/qmatvec.h"
-#include "molt/kernels/quant.h"
 #include "molt/common/dtype.h"
+#include "molt/kernels/quant.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -319,8 +319,8 @@ HWY_INLINE void ChunkAffine(const uint8_t* const* wp, const int8_t* xq, const fl
       const __m256i p1 = _mm256_maddubs_epi16(_mm256_abs_epi8(q1), _mm256_sign_epi8(x1, q1));
       const __m256i sum =
           _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
-      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcast_ss(S + k * sstride),
-                               acc[k]);
+      acc[k] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcast_ss(S + k * sstride), acc[k]);
     }
   } else {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c * 32));
@@ -397,10 +397,10 @@ HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int6
         // only meet lanes of chunks this row does not have (dx is zero-padded); the last
         // rows, where that would read past the table, fill the vector one by one.
         if (srow[k] + g0 + 8 <= total) {
-          _mm256_store_ps(&S[k][c0 - s0], _mm256_mul_ps(_mm256_permutevar8x32_ps(
-                                                            Widen8(sd, w.scales, srow[k] + g0),
-                                                            expand),
-                                                        _mm256_loadu_ps(dx + c0)));
+          _mm256_store_ps(
+              &S[k][c0 - s0],
+              _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
+                            _mm256_loadu_ps(dx + c0)));
         } else {
           for (int64_t c = c0; c < std::min(c0 + 8, s0 + n); ++c) {
             S[k][c - s0] = scale_at(sd, w.scales, srow[k] + c / cpg) * dx[c];
@@ -622,11 +622,15 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
   }
 }
 
-bool PrefersRows8() { return true; }
+bool PrefersRows8() {
+  return true;
+}
 
 #else
 
-bool PrefersRows8() { return false; }
+bool PrefersRows8() {
+  return false;
+}
 
 void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
   for (int64_t i = 0; i < n; ++i) qmatvec_exact(ws[i], x, ys[i]);
@@ -644,7 +648,9 @@ namespace molt {
 HWY_EXPORT(QMatvecMulti);
 HWY_EXPORT(PrefersRows8);
 
-bool rows8_preferred() { return HWY_DYNAMIC_DISPATCH(PrefersRows8)(); }
+bool rows8_preferred() {
+  return HWY_DYNAMIC_DISPATCH(PrefersRows8)();
+}
 
 void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
   HWY_DYNAMIC_DISPATCH(QMatvecMulti)(ws, n, x, ys);
