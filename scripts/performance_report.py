@@ -30,8 +30,9 @@ def load(path, default=None):
 def label(d):
     if d["precision"] == "native":
         return d["source_dtype"]
-    return {"int8": "int8 (per channel)", "q8": "MLX 8-bit g64", "q4": "MLX 4-bit g64"}[
+    name = {"int8": "int8 (per channel)", "q8": "MLX 8-bit g64", "q4": "MLX 4-bit g64"}[
         d["precision"]]
+    return name + (", rows by 8" if d.get("layout") == "rows8" else "")
 
 
 def rounds(d):
@@ -76,7 +77,9 @@ def main():
     p("pass, and ×bound is the median of the rounds' (decode GB/s ÷ triad GB/s), because this VM's")
     p("bandwidth drifts by a third from minute to minute; the rounds' range is shown. Synthetic")
     p("checkpoints (`molt synth`) at the real geometries; int8 / q8 / q4 are the bf16 checkpoint")
-    p("quantised at load (`--precision`), the same bytes as `molt quantize` writes.")
+    p("quantised at load (`--precision`), the same bytes as `molt quantize` writes. \"rows by 8\"")
+    p("is the same 4-bit weights with rows interleaved in blocks of 8 at load (`--interleave`,")
+    p("`interleave_rows8`): the decode kernel then sums 8 rows in the lanes of one vector.")
     p()
     p("| geometry | precision | MB/token | decode tok/s | weights GB/s | triad GB/s | bound tok/s "
       "| ×bound | rounds | target | met |")

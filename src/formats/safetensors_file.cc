@@ -255,4 +255,12 @@ void SafetensorsFile::release_pages() const {
   if (map_ != nullptr) ::madvise(map_, size_, MADV_DONTNEED);
 }
 
+void SafetensorsFile::release_range(const void* p, size_t n) const {
+  const auto base = reinterpret_cast<uintptr_t>(map_), at = reinterpret_cast<uintptr_t>(p);
+  if (map_ == nullptr || at < base || at + n > base + size_) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (at + page - 1) / page * page, last = (at + n) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace molt

@@ -154,4 +154,8 @@ void WeightStore::release_pages() const {
   for (const auto& f : files_) f->release_pages();
 }
 
+void WeightStore::release_range(const void* p, size_t n) const {
+  for (const auto& f : files_) f->release_range(p, n);
+}
+
 }  // namespace molt

@@ -242,31 +242,32 @@ void Model::quantize_weights(const LoadOptions& o) {
 }
 
 // 4-bit weights get their rows interleaved by 8 for the decode kernel (interleave_rows8): a
-// copy of each, made once at load, after which the file's pages (or the row-major copies of
-// load-time quantisation) are let go. Matrices whose rows do not tile by 8 stay as they are.
+// copy of each, made once at load; the file's pages of each matrix (or its row-major copy from
+// load-time quantisation) are let go as soon as its copy exists. Matrices whose rows do not
+// tile by 8 stay as they are.
 void Model::interleave_weights() {
   ModelWeights& w = weights_;
-  std::vector<std::unique_ptr<QuantizedMatrix>> kept;
-  std::vector<const void*> replaced;
   auto interleave = [&](WeightMatrix& mat) {
     if (mat.dtype != DType::U32 || mat.bits != 4 || mat.rows % 8 != 0 || mat.rows8) return;
     auto q = std::make_unique<QuantizedMatrix>(interleave_rows8(mat));
-    replaced.push_back(mat.data);
+    // The file's copy goes as each matrix is done, so the peak stays near one copy.
+    const size_t tables =
+        static_cast<size_t>(mat.rows * mat.groups()) * dtype_size(mat.scale_dtype);
+    store_.release_range(mat.data, mat.data_bytes());
+    store_.release_range(mat.scales, tables);
+    store_.release_range(mat.biases, tables);
+    // A load-time quantised row-major copy nothing refers to any more.
+    std::erase_if(owned_, [&](const std::unique_ptr<QuantizedMatrix>& o) {
+      return o->data.data() == mat.data;
+    });
     mat = q->view();
-    kept.push_back(std::move(q));
+    owned_.push_back(std::move(q));
   };
   interleave(w.embed);
   if (!config_.tie_word_embeddings) interleave(w.lm_head);
   for (LayerWeights& L : w.layers) {
     for (WeightMatrix* mat : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) interleave(*mat);
   }
-  if (kept.empty()) return;
-  // Load-time quantised row-major copies that nothing refers to any more.
-  std::erase_if(owned_, [&](const std::unique_ptr<QuantizedMatrix>& q) {
-    return std::find(replaced.begin(), replaced.end(), q->data.data()) != replaced.end();
-  });
-  for (auto& q : kept) owned_.push_back(std::move(q));
-  store_.release_pages();
 }
 
 CacheGeometry Model::cache_geometry() const {

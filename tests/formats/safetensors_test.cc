@@ -182,6 +182,35 @@ TEST(Safetensors, ReleasePagesDropsResidencyKeepsViewsValid) {
   EXPECT_EQ(at(big.size() - 1), static_cast<float>(big.size() - 1));
 }
 
+// A range (one tensor copied out at load) drops only its own whole pages: the rest stays
+// resident, and everything still reads back.
+TEST(Safetensors, ReleaseRangeDropsOnlyThoseWholePages) {
+  TempDir tmp;
+  std::vector<float> big(1 << 20);  // 4 MiB
+  std::iota(big.begin(), big.end(), 0.0f);
+  write_safetensors(tmp / "x.safetensors", {{"w", DType::F32, {1024, 1024}, bytes_of(big)}});
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  const auto& v = *f->find("w");
+  auto at = [&](size_t i) {
+    float x;
+    std::memcpy(&x, v.data + 4 * i, 4);
+    return x;
+  };
+  double sum = 0;
+  for (size_t i = 0; i < big.size(); i += 256) sum += at(i);
+  EXPECT_GT(sum, 0);
+  EXPECT_GE(find_mapping(tmp / "x.safetensors").rss_kb, 4000);
+  f->release_range(v.data + 100, v.nbytes / 2);  // the first half, less a partial first page
+  const size_t rss = find_mapping(tmp / "x.safetensors").rss_kb;
+  EXPECT_LT(rss, 2200);
+  EXPECT_GT(rss, 1900);
+  int outside = 0;
+  f->release_range(&outside, sizeof outside);  // not in the mapping: nothing happens
+  EXPECT_EQ(find_mapping(tmp / "x.safetensors").rss_kb, rss);
+  EXPECT_EQ(at(12345), 12345.0f);
+  EXPECT_EQ(at(big.size() - 1), static_cast<float>(big.size() - 1));
+}
+
 TEST(Safetensors, WriterRejectsBadInput) {
   TempDir tmp;
   std::vector<float> v(3);

@@ -47,6 +47,9 @@ class SafetensorsFile {
   // Ask the OS to drop the pages of the mapping (they are re-read from the file on the next
   // touch). Used to park a rung: the views stay valid, RSS falls.
   void release_pages() const;
+  // The same for the whole pages inside [p, p + n) when they lie in this mapping (a tensor
+  // copied out at load: its pages need not stay resident beside the copy).
+  void release_range(const void* p, size_t n) const;
 
  private:
   SafetensorsFile() = default;
@@ -72,6 +75,7 @@ class WeightStore {
   const std::filesystem::path& dir() const { return dir_; }
   size_t total_bytes() const;
   void release_pages() const;
+  void release_range(const void* p, size_t n) const;  // see SafetensorsFile::release_range
 
  private:
   std::filesystem::path dir_;
