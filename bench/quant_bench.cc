@@ -21,10 +21,11 @@ namespace {
 
 constexpr size_t kColdBytes = size_t{256} << 20;
 
-// 0: MLX 4-bit group 64 (bf16 scales), 1: MLX 8-bit group 64, 2: int8 per channel, 3: kind 0
-// with rows interleaved by 8 (interleave_rows8).
+// 0: MLX 4-bit group 64 (bf16 scales), 1: MLX 8-bit group 64, 2: int8 per channel; 3 and 4:
+// kinds 0 and 1 with rows interleaved by 8 (interleave_rows8).
 const char* kind_name(int k) {
-  return k == 0 ? "q4g64" : k == 1 ? "q8g64" : k == 2 ? "int8" : "q4g64-rows8";
+  const char* names[] = {"q4g64", "q8g64", "int8", "q4g64-rows8", "q8g64-rows8"};
+  return names[k];
 }
 
 QuantizedMatrix make_matrix(int kind, int64_t rows, int64_t cols) {
@@ -36,8 +37,8 @@ QuantizedMatrix make_matrix(int kind, int64_t rows, int64_t cols) {
   }
   const WeightMatrix dense{DType::F32, rows, cols, w.data()};
   if (kind == 2) return quantize_int8(dense, 0);
-  QuantizedMatrix q = quantize_affine(dense, kind == 1 ? 8 : 4, 64, DType::BF16);
-  return kind == 3 ? interleave_rows8(q.view()) : q;
+  QuantizedMatrix q = quantize_affine(dense, kind == 1 || kind == 4 ? 8 : 4, 64, DType::BF16);
+  return kind >= 3 ? interleave_rows8(q.view()) : q;
 }
 
 // Enough copies of one matrix that a pass over them leaves every cache cold.
@@ -91,7 +92,7 @@ void BM_QMatvecVsTriad(benchmark::State& state) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   const int64_t shapes[][2] = {{4864, 896}, {896, 4864}, {8960, 1536}, {1536, 8960}, {151936, 896}};
-  for (int kind : {0, 3, 1, 2}) {
+  for (int kind : {0, 3, 1, 4, 2}) {
     for (const auto& s : shapes) {
       for (int threads : {2, 1}) b->Args({kind, s[0], s[1], threads});
     }
@@ -137,6 +138,7 @@ BENCHMARK(BM_QMatvecHot)
     ->Args({3, 4864, 896, 2})
     ->Args({3, 4864, 896, 1})
     ->Args({1, 896, 896, 2})
+    ->Args({4, 896, 896, 2})
     ->Args({2, 896, 896, 2})
     ->ArgNames({"kind", "rows", "cols", "thr"})
     ->Unit(benchmark::kMicrosecond)

@@ -70,8 +70,8 @@ timed "$MOLT" bench sgemm --threads "$THREADS" --tokens 512 --json >"$OUT/sgemm.
 
 # Decode at each precision; f32 and bf16 also time a 512-token prefill.
 for geo in 0.5b 1.5b; do
-  for run in "f32 native 512" "bf16 native 512" "bf16 int8 32" "bf16 q8 32" "bf16 q4 32" \
-    "bf16 q4 32 --interleave"; do
+  for run in "f32 native 512" "bf16 native 512" "bf16 int8 32" "bf16 q8 32" \
+    "bf16 q8 32 --interleave" "bf16 q4 32" "bf16 q4 32 --interleave"; do
     set -- $run
     echo "== decode qwen2.5-$geo $1 --precision $2 ${4:-}" >&2
     timed "$MOLT" bench decode --model "$CKPT/q$geo-$1" --threads "$THREADS" --precision "$2" \

@@ -78,7 +78,7 @@ def main():
     p("bandwidth drifts by a third from minute to minute; the rounds' range is shown. Synthetic")
     p("checkpoints (`molt synth`) at the real geometries; int8 / q8 / q4 are the bf16 checkpoint")
     p("quantised at load (`--precision`), the same bytes as `molt quantize` writes. \"rows by 8\"")
-    p("is the same 4-bit weights with rows interleaved in blocks of 8 at load (`--interleave`,")
+    p("is the same MLX weights with rows interleaved in blocks of 8 at load (`--interleave`,")
     p("`interleave_rows8`): the decode kernel then sums 8 rows in the lanes of one vector.")
     p()
     p("| geometry | precision | MB/token | decode tok/s | weights GB/s | triad GB/s | bound tok/s "

@@ -127,7 +127,7 @@ const bool registered = register_command([](CLI::App& root) {
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();
   s->add_flag("--interleave", a->interleave,
-              "4-bit weights with rows interleaved by 8 (a heap copy made at load; faster "
+              "MLX weights with rows interleaved by 8 (a heap copy made at load; faster "
               "decode on x86)");
   s->callback([a] { run(*a); });
 });

@@ -24,11 +24,9 @@ void check_weight(const WeightMatrix& w, const char* op) {
   if (w.dtype == DType::U32 && w.bits != 4 && w.bits != 8) {
     fail("{}: {} bits per weight is not supported (4 or 8)", op, w.bits);
   }
-  if (w.rows8 && (w.dtype != DType::U32 || w.bits != 4 || w.rows % 8 != 0)) {
-    fail(
-        "{}: rows interleaved by 8 need MLX 4-bit weights and rows a multiple of 8 ({} {}-bit, {} "
-        "rows)",
-        op, dtype_name(w.dtype), w.bits, w.rows);
+  if (w.rows8 && (w.dtype != DType::U32 || w.rows % 8 != 0)) {
+    fail("{}: rows interleaved by 8 need MLX weights and rows a multiple of 8 ({}, {} rows)", op,
+         dtype_name(w.dtype), w.rows);
   }
   if (w.group_size <= 0 || w.cols % w.group_size != 0) {
     fail("{}: group size {} does not divide the input dimension {}", op, w.group_size, w.cols);

@@ -82,8 +82,32 @@ HWY_INLINE void ForThreadRowsQ(int64_t rows, const Rows& rows_fn) {
 
 // kAffine8P: 8-bit with groups of 64 or more, where x gets one scale per 64 inputs so that two
 // chunks' integer sums add before the one conversion and scaling (7 vector ops per chunk, not 8).
-// kAffine4R8: 4-bit with rows interleaved in blocks of 8 (WeightMatrix::rows8).
-enum Kind { kInt8 = 0, kAffine8 = 1, kAffine4 = 2, kAffine4G32 = 3, kAffine8P = 4, kAffine4R8 = 5 };
+// kAffine4R8 / kAffine8R8: rows interleaved in blocks of 8 (WeightMatrix::rows8).
+enum Kind {
+  kInt8 = 0,
+  kAffine8 = 1,
+  kAffine4 = 2,
+  kAffine4G32 = 3,
+  kAffine8P = 4,
+  kAffine4R8 = 5,
+  kAffine8R8 = 6
+};
+
+// Inputs per x scale: 64 for 4-bit (a 32-byte chunk) and for 8-bit whose groups hold 64 or
+// more (two chunks' integer sums add before one conversion), else 32.
+HWY_INLINE int64_t XBlock(Kind kind, int64_t group_size) {
+  switch (kind) {
+    case kAffine4:
+    case kAffine4G32:
+    case kAffine4R8:
+    case kAffine8P:
+      return 64;
+    case kAffine8R8:
+      return group_size % 64 == 0 ? 64 : 32;
+    default:
+      return 32;
+  }
+}
 
 // x rounded to int8 for one call: q (permuted for 4-bit: per 64 inputs the 32 even ones, then
 // the 32 odd ones; for kAffine4R8 per 8 inputs (one packed word) the 4 even, then the 4 odd),
@@ -131,7 +155,7 @@ HWY_INLINE int32_t HSumI(__m256i v) {
 // vectorised too). 4-bit chunks of 64 inputs are split into even and odd inputs first.
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
   const bool nib = kind == kAffine4 || kind == kAffine4G32 || kind == kAffine4R8;
-  const int64_t ce = nib || kind == kAffine8P ? 64 : 32, nc = w.cols / ce, G = w.group_size;
+  const int64_t ce = XBlock(kind, w.group_size), nc = w.cols / ce, G = w.group_size;
   const int64_t ng = w.groups();
   // dx, xsum and corr are zero-padded to whole vectors of 8 (read 8 at a time).
   b.q.resize(static_cast<size_t>(w.cols));
@@ -526,10 +550,77 @@ HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t
   for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
 }
 
-// This thread's share of y = W x for kAffine4R8: blocks of 8 rows dealt out in ranges of about
-// 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as two
-// far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
+// 8-bit with rows interleaved in blocks of 8 (kAffine8R8): as Blocks8, one vector holds one
+// word (4 inputs) of each of 8 rows. q in [0, 255] runs as q - 128 with the sign trick (as
+// RowsAffine) and 128 · Σx̃ per group comes back through the scales; the vpmaddubsw pairs
+// (up to 2 · 128 · 127) leave no room to add in int16, so each widens at once.
+template <int NB>
+HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t step, float* y) {
+  const int64_t words = w.cols / 4, ng = w.groups(), G = w.group_size;
+  const int64_t ce = XBlock(kAffine8R8, G), nc = w.cols / ce, vpc = ce / 4;
+  const DType sd = w.scale_dtype;
+  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
+  const uint8_t* wp[NB];
+  int64_t t0[NB];
+  __m256 acc[NB];
+  for (int k = 0; k < NB; ++k) {
+    const int64_t b = b0 + k * step;
+    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
+    t0[k] = b * ng * 8;
+    acc[k] = _mm256_setzero_ps();
+    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
+    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
+    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
+    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
+      _mm_prefetch(sc + o, _MM_HINT_T0);
+      _mm_prefetch(bi + o, _MM_HINT_T0);
+    }
+  }
+  const __m256i ones = _mm256_set1_epi16(1), m80 = _mm256_set1_epi8(static_cast<char>(0x80));
+  constexpr int64_t kPf = 1024;
+  const int8_t* xq = xb.q.data();
+  for (int64_t c = 0; c < nc; ++c) {
+    const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
+    __m256i s[NB];
+    for (int k = 0; k < NB; ++k) s[k] = _mm256_setzero_si256();
+    for (int64_t v = 0; v < vpc; ++v) {
+      const int64_t j = c * vpc + v;
+      int32_t xv;
+      std::memcpy(&xv, xq + j * 4, 4);
+      const __m256i xb4 = _mm256_set1_epi32(xv);
+      for (int k = 0; k < NB; ++k) {
+        if ((v & 1) == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(wp[k] + j * 32 + kPf), _MM_HINT_T0);
+        }
+        const __m256i qs = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[k] + j * 32)), m80);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qs), _mm256_sign_epi8(xb4, qs));
+        s[k] = _mm256_add_epi32(s[k], _mm256_madd_epi16(p, ones));
+      }
+    }
+    const int64_t g = c * ce / G;
+    for (int k = 0; k < NB; ++k) {
+      const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[k]), _mm256_mul_ps(sv, dxv), acc[k]);
+    }
+  }
+  // Σ_g bias_g · Σx_g + scale_g · 128 Σx̃_g, 8 rows at a time.
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
+    const __m256 cr = _mm256_set1_ps(xb.corr[static_cast<size_t>(g)]);
+    for (int k = 0; k < NB; ++k) {
+      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.biases, t0[k] + g * 8), xs, acc[k]);
+      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.scales, t0[k] + g * 8), cr, acc[k]);
+    }
+  }
+  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+}
+
+// This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
+// about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
+// two far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
 // 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s.
+template <int BITS>
 void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
   int64_t range = std::max<int64_t>(2, (blocks + 4 * nt - 1) / (4 * nt));
@@ -538,8 +629,20 @@ void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
 #pragma omp for schedule(dynamic, 1) nowait
   for (int64_t i = 0; i < ranges; ++i) {
     const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / 2;
-    for (int64_t b = b0; b < b0 + q; ++b) Blocks8<2>(w, xb, b, q, y + b * 8);
-    for (int64_t b = b0 + 2 * q; b < b1; ++b) Blocks8<1>(w, xb, b, 0, y + b * 8);
+    for (int64_t b = b0; b < b0 + q; ++b) {
+      if constexpr (BITS == 4) {
+        Blocks8<2>(w, xb, b, q, y + b * 8);
+      } else {
+        Blocks8Q8<2>(w, xb, b, q, y + b * 8);
+      }
+    }
+    for (int64_t b = b0 + 2 * q; b < b1; ++b) {
+      if constexpr (BITS == 4) {
+        Blocks8<1>(w, xb, b, 0, y + b * 8);
+      } else {
+        Blocks8Q8<1>(w, xb, b, 0, y + b * 8);
+      }
+    }
   }
 }
 
@@ -562,6 +665,10 @@ void RunQ(const WeightMatrix& w, const XQ& xb, float* y) {
 bool KindOf(const WeightMatrix& w, Kind& kind) {
   if (w.dtype == DType::I8) {
     kind = kInt8;
+    return w.group_size % 32 == 0;
+  }
+  if (w.rows8 && w.bits == 8) {
+    kind = kAffine8R8;
     return w.group_size % 32 == 0;
   }
   if (w.bits == 8) {
@@ -621,7 +728,10 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
         RunQ<kAffine4G32>(ws[i], xb, ys[i]);
         break;
       case kAffine4R8:
-        RunBlocks8(ws[i], xb, ys[i]);
+        RunBlocks8<4>(ws[i], xb, ys[i]);
+        break;
+      case kAffine8R8:
+        RunBlocks8<8>(ws[i], xb, ys[i]);
         break;
     }
   }

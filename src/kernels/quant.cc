@@ -67,9 +67,8 @@ WeightMatrix QuantizedMatrix::view() const {
 
 QuantizedMatrix interleave_rows8(const WeightMatrix& w) {
   check_weight(w, "interleave_rows8");
-  if (w.dtype != DType::U32 || w.bits != 4) {
-    fail("interleave_rows8: the weight is {} at {} bits, not MLX 4-bit", dtype_name(w.dtype),
-         w.bits);
+  if (w.dtype != DType::U32) {
+    fail("interleave_rows8: the weight is {}, not MLX-quantised (U32)", dtype_name(w.dtype));
   }
   if (w.rows8) fail("interleave_rows8: the weight is interleaved already");
   if (w.rows % 8 != 0) fail("interleave_rows8: {} rows is not a multiple of 8", w.rows);
@@ -81,7 +80,7 @@ QuantizedMatrix interleave_rows8(const WeightMatrix& w) {
   q.group_size = w.group_size;
   q.scale_dtype = w.scale_dtype;
   q.rows8 = true;
-  const int64_t words = w.cols / 8, ng = w.groups();
+  const int64_t words = w.cols * w.bits / 32, ng = w.groups();
   const size_t es = dtype_size(w.scale_dtype);
   q.data.resize(w.data_bytes());
   q.scales.resize(static_cast<size_t>(w.rows * ng) * es);

@@ -241,14 +241,14 @@ void Model::quantize_weights(const LoadOptions& o) {
   store_.release_pages();
 }
 
-// 4-bit weights get their rows interleaved by 8 for the decode kernel (interleave_rows8): a
+// MLX weights get their rows interleaved by 8 for the decode kernel (interleave_rows8): a
 // copy of each, made once at load; the file's pages of each matrix (or its row-major copy from
 // load-time quantisation) are let go as soon as its copy exists. Matrices whose rows do not
 // tile by 8 stay as they are.
 void Model::interleave_weights() {
   ModelWeights& w = weights_;
   auto interleave = [&](WeightMatrix& mat) {
-    if (mat.dtype != DType::U32 || mat.bits != 4 || mat.rows % 8 != 0 || mat.rows8) return;
+    if (mat.dtype != DType::U32 || mat.rows % 8 != 0 || mat.rows8) return;
     auto q = std::make_unique<QuantizedMatrix>(interleave_rows8(mat));
     // The file's copy goes as each matrix is done, so the peak stays near one copy.
     const size_t tables =

@@ -143,23 +143,24 @@ TEST_P(QuantMatvec, MultiEqualsOneByOne) {
   EXPECT_THROW(matvec_multi(two, x.data(), none), Error);
 }
 
-// 4-bit weights with rows interleaved by 8 hold the same values (dequantised exactly alike), so
+// MLX weights with rows interleaved by 8 hold the same values (dequantised exactly alike), so
 // matvec meets the same bound against them, matvec_multi and prefill agree with the row-major
 // layout, and the exact path gives the same floats. Shapes cover one chunk of 64 inputs, many,
 // G = 32 (a chunk spans two groups), G = 128 (two chunks a group), and cols the 64-input chunks
 // do not tile (the exact path).
 TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
-  const Case cases[] = {{"affine", 4, 32, DType::BF16},
-                        {"affine", 4, 64, DType::BF16},
-                        {"affine", 4, 64, DType::F16},
-                        {"affine", 4, 128, DType::F32}};
+  const Case cases[] = {{"affine", 4, 32, DType::BF16}, {"affine", 4, 64, DType::BF16},
+                        {"affine", 4, 64, DType::F16},  {"affine", 4, 128, DType::F32},
+                        {"affine", 8, 64, DType::BF16}, {"affine", 8, 32, DType::BF16},
+                        {"affine", 8, 128, DType::F16}};
   const int64_t shapes[][2] = {{8, 896}, {40, 256}, {16, 64}, {24, 384}, {8, 96}, {136, 128}};
   for (const Case& c : cases) {
     for (const auto& s : shapes) {
       const int64_t rows = s[0], cols = s[1];
       if (cols % c.group != 0) continue;
-      const std::string what = "group " + std::to_string(c.group) + " shape " +
-                               std::to_string(rows) + "x" + std::to_string(cols);
+      const std::string what = "bits " + std::to_string(c.bits) + " group " +
+                               std::to_string(c.group) + " shape " + std::to_string(rows) + "x" +
+                               std::to_string(cols);
       const auto w = random_floats(static_cast<size_t>(rows * cols), 11);
       const QuantizedMatrix q = make(c, w, rows, cols);
       const QuantizedMatrix r = interleave_rows8(q.view());
@@ -322,20 +323,18 @@ void expect_throw_with(const std::function<void()>& f, const std::string& needle
   }
 }
 
-TEST(QuantErrors, InterleavingNeedsFourBitRowsByEight) {
+TEST(QuantErrors, InterleavingNeedsMlxRowsByEight) {
   const std::vector<float> w(16 * 64, 0.5f);
   const QuantizedMatrix q4 = quantize_affine({DType::F32, 16, 64, w.data()}, 4, 64, DType::F32);
   const QuantizedMatrix q4odd = quantize_affine({DType::F32, 12, 64, w.data()}, 4, 64, DType::F32);
-  const QuantizedMatrix q8 = quantize_affine({DType::F32, 16, 64, w.data()}, 8, 64, DType::F32);
   const QuantizedMatrix i8 = quantize_int8({DType::F32, 16, 64, w.data()}, 0);
   expect_throw_with([&] { interleave_rows8(q4odd.view()); }, "12 rows is not a multiple of 8");
-  expect_throw_with([&] { interleave_rows8(q8.view()); }, "at 8 bits, not MLX 4-bit");
-  expect_throw_with([&] { interleave_rows8(i8.view()); }, "not MLX 4-bit");
+  expect_throw_with([&] { interleave_rows8(i8.view()); }, "is I8, not MLX-quantised");
   const QuantizedMatrix r = interleave_rows8(q4.view());
   expect_throw_with([&] { interleave_rows8(r.view()); }, "interleaved already");
-  WeightMatrix v = q8.view();
+  WeightMatrix v = i8.view();
   v.rows8 = true;
-  expect_error(v, "rows interleaved by 8 need MLX 4-bit");
+  expect_error(v, "rows interleaved by 8 need MLX weights");
   v = q4odd.view();
   v.rows8 = true;
   expect_error(v, "12 rows");

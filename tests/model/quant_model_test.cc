@@ -186,49 +186,52 @@ TEST_F(TinyLadderQuant, FileAndLoadTimeQuantisationAgreeExactly) {
   }
 }
 
-// Interleaved 4-bit rows (LoadOptions::interleave) change the decode kernel, not the values:
+// Interleaved rows (LoadOptions::interleave) change the decode kernel, not the values:
 // prefill (dequantised GEMM) is bit-identical; decode's first step matches the row-major
 // kernel's to float rounding (the same int8 sums, added in another order), and over a whole
 // prompt it stays as close to the exact prefill logits as the row-major kernel does (later
 // steps can differ between the two by more than float rounding: a difference of 1e-6 can move
 // an input of the next layer across an int8 rounding boundary).
-TEST_F(TinyLadderQuant, InterleavedFourBitRowsGiveTheSameModel) {
+TEST_F(TinyLadderQuant, InterleavedRowsGiveTheSameModel) {
   const std::vector<int32_t> ids = held_out_ids(48);
-  auto plain = Model::load(*dir_ / "q4");
-  LoadOptions o;
-  o.interleave = true;
-  auto inter = Model::load(*dir_ / "q4", o);
-  EXPECT_EQ(inter->weights().layers[0].gate.rows8, rows8_preferred());
-  EXPECT_EQ(inter->weights().lm_head.rows8, rows8_preferred());
-  EXPECT_FALSE(plain->weights().layers[0].gate.rows8);
-  EXPECT_EQ(inter->weights().bytes, plain->weights().bytes);
-  const int64_t V = plain->config().vocab_size, n = static_cast<int64_t>(ids.size());
-  std::vector<float> a(n * V), b(n * V);
-  KVCache ca = plain->new_cache(n + 1), cb = inter->new_cache(n + 1);
-  plain->forward(ids, ca, a);
-  inter->forward(ids, cb, b);
-  EXPECT_EQ(a, b);
-  const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
-  const double spread = *hi - *lo;
-  const std::vector<float> da = plain->decode(7, ca), db = inter->decode(7, cb);
-  double first = 0.0;
-  for (int64_t v = 0; v < V; ++v) first = std::max<double>(first, std::fabs(da[v] - db[v]));
-  EXPECT_LE(first / spread, 1e-4);
-  // Decode against prefill at every position, for both kernels.
-  auto decode_gap = [&](const Model& m) {
-    KVCache d = m.new_cache(n);
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> l = m.decode(ids[static_cast<size_t>(i)], d);
-      for (int64_t v = 0; v < V; ++v) {
-        worst = std::max<double>(worst, std::fabs(l[v] - a[i * V + v]));
+  for (const char* sub : {"q4", "q8"}) {
+    SCOPED_TRACE(sub);
+    auto plain = Model::load(*dir_ / sub);
+    LoadOptions o;
+    o.interleave = true;
+    auto inter = Model::load(*dir_ / sub, o);
+    EXPECT_EQ(inter->weights().layers[0].gate.rows8, rows8_preferred());
+    EXPECT_EQ(inter->weights().lm_head.rows8, rows8_preferred());
+    EXPECT_FALSE(plain->weights().layers[0].gate.rows8);
+    EXPECT_EQ(inter->weights().bytes, plain->weights().bytes);
+    const int64_t V = plain->config().vocab_size, n = static_cast<int64_t>(ids.size());
+    std::vector<float> a(n * V), b(n * V);
+    KVCache ca = plain->new_cache(n + 1), cb = inter->new_cache(n + 1);
+    plain->forward(ids, ca, a);
+    inter->forward(ids, cb, b);
+    EXPECT_EQ(a, b);
+    const auto [lo, hi] = std::minmax_element(a.begin(), a.end());
+    const double spread = *hi - *lo;
+    const std::vector<float> da = plain->decode(7, ca), db = inter->decode(7, cb);
+    double first = 0.0;
+    for (int64_t v = 0; v < V; ++v) first = std::max<double>(first, std::fabs(da[v] - db[v]));
+    EXPECT_LE(first / spread, 1e-4);
+    // Decode against prefill at every position, for both kernels.
+    auto decode_gap = [&](const Model& m) {
+      KVCache d = m.new_cache(n);
+      double worst = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const std::vector<float> l = m.decode(ids[static_cast<size_t>(i)], d);
+        for (int64_t v = 0; v < V; ++v) {
+          worst = std::max<double>(worst, std::fabs(l[v] - a[i * V + v]));
+        }
       }
-    }
-    return worst / spread;
-  };
-  // Both measured ~3-4% of the spread at the worst of the 48 positions.
-  EXPECT_LE(decode_gap(*inter), 0.05);
-  EXPECT_LE(decode_gap(*plain), 0.05);
+      return worst / spread;
+    };
+    // Both measured ~3-4% of the spread at the worst of the 48 positions.
+    EXPECT_LE(decode_gap(*inter), 0.05);
+    EXPECT_LE(decode_gap(*plain), 0.05);
+  }
 }
 
 // Logits tolerance: max |logit - original| over a prompt, relative to the original's

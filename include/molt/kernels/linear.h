@@ -10,7 +10,7 @@
 //   U32             MLX affine: w = scale · q + bias, q in [0, 2^bits), data
 //                   [rows, cols · bits / 32] uint32 with element k of each word in bits
 //                   [k·bits, (k+1)·bits); scales and biases [rows, cols / group_size].
-//                   With `rows8` (4-bit only, rows a multiple of 8; see interleave_rows8 in
+//                   With `rows8` (rows a multiple of 8; see interleave_rows8 in
 //                   molt/kernels/quant.h) rows are interleaved in blocks of 8: word j of row r
 //                   is data[((r / 8) · words_per_row + j) · 8 + r % 8], and entry (r, g) of the
 //                   scales and biases is at ((r / 8) · groups + g) · 8 + r % 8.
@@ -34,7 +34,7 @@ struct WeightMatrix {
   DType scale_dtype = DType::F32;  // of scales and biases: F32, F16 or BF16
   const void* scales = nullptr;    // [rows, cols / group_size]
   const void* biases = nullptr;    // U32 only, same shape and dtype as scales
-  bool rows8 = false;              // U32 4-bit: rows interleaved in blocks of 8 (see above)
+  bool rows8 = false;              // U32: rows interleaved in blocks of 8 (see above)
 
   bool quantized() const { return dtype == DType::I8 || dtype == DType::U32; }
   int64_t groups() const { return group_size > 0 ? cols / group_size : 0; }

@@ -40,14 +40,15 @@ struct QuantizedMatrix {
 QuantizedMatrix quantize_affine(const WeightMatrix& w, int bits, int64_t group_size,
                                 DType scale_dtype);
 
-// The same 4-bit MLX weights with rows interleaved in blocks of 8 (WeightMatrix::rows8): the
-// decode kernel then reads 8 rows' words as one vector, so each vector lane sums one row and a
-// block of 8 rows needs no horizontal sums and no per-row setup, about twice the arithmetic
-// rate of the row-major kernel at cols 896. Values are unchanged (dequantize_row gives the
-// same floats). Needs a U32 4-bit W whose rows are a multiple of 8.
+// The same MLX weights (4- or 8-bit) with rows interleaved in blocks of 8
+// (WeightMatrix::rows8): the decode kernel then reads 8 rows' words as one vector, so each
+// vector lane sums one row and a block of 8 rows needs no horizontal sums and no per-row set-up
+// (4-bit: about twice the arithmetic rate of the row-major kernel at cols 896). Values are
+// unchanged (dequantize_row gives the same floats). Needs a U32 W whose rows are a multiple
+// of 8.
 QuantizedMatrix interleave_rows8(const WeightMatrix& w);
 
-// Whether this CPU's matvec kernel runs faster on interleaved 4-bit weights: true on x86 with
+// Whether this CPU's matvec kernel runs faster on interleaved MLX weights: true on x86 with
 // AVX2 and above (elsewhere the exact path reads either layout at the same speed).
 bool rows8_preferred();
 

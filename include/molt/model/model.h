@@ -42,7 +42,7 @@ const char* precision_name(Precision p);
 struct LoadOptions {
   Precision precision = Precision::Native;
   int64_t group_size = 64;  // q4 / q8 (int8 is per channel)
-  // 4-bit weights with rows interleaved by 8 (interleave_rows8), where this CPU's kernel is
+  // MLX weights with rows interleaved by 8 (interleave_rows8), where this CPU's kernel is
   // faster that way: a heap copy made at load, so the weights no longer live in the file's
   // pages and parking cannot give them back. Ladder rungs keep the file's layout.
   bool interleave = false;
