@@ -14,6 +14,7 @@ struct QuantizeArgs {
   int bits = 4;
   int64_t group_size = 64;
   bool int8 = false;
+  bool interleave = false;
   int threads = 0;
 };
 
@@ -30,6 +31,9 @@ const bool registered = register_command([](CLI::App& root) {
                 "inputs per scale: 32, 64, 128 (int8 also 0 = per output channel)")
       ->capture_default_str();
   s->add_flag("--int8", a->int8, "symmetric int8 (molt's own layout) instead of MLX affine");
+  s->add_flag("--interleave", a->interleave,
+              "affine weights with rows interleaved by 8 (molt's layout \"rows8\": the x86 "
+              "decode kernel's fastest; MLX cannot read it)");
   s->add_option("--threads", a->threads, "threads (0 = all cores)");
   s->callback([a] {
     set_num_threads(a->threads);
@@ -37,9 +41,11 @@ const bool registered = register_command([](CLI::App& root) {
     o.mode = a->int8 ? "int8" : "affine";
     o.bits = a->int8 ? 8 : a->bits;
     o.group_size = a->group_size;
+    o.interleave = a->interleave;
     const size_t bytes = quantize_checkpoint(a->model, a->out, o);
-    fmt::print("wrote {} ({} {}-bit, group {}, {:.1f} MB of tensors)\n", a->out, o.mode, o.bits,
-               o.group_size, static_cast<double>(bytes) / 1e6);
+    fmt::print("wrote {} ({} {}-bit, group {}{}, {:.1f} MB of tensors)\n", a->out, o.mode, o.bits,
+               o.group_size, o.interleave ? ", rows interleaved by 8" : "",
+               static_cast<double>(bytes) / 1e6);
   });
 });
 

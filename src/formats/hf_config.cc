@@ -124,6 +124,16 @@ QuantSpec parse_quantization(const json& q, const std::string& src, const char* 
       fail("{}: mode '{}' is not supported (affine or int8)", where, s.mode);
     }
   }
+  if (q.contains("layout")) {
+    if (!q["layout"].is_string()) fail("{}: 'layout' is not a string", where);
+    s.layout = q["layout"].get<std::string>();
+    if (s.layout != "rows" && s.layout != "rows8") {
+      fail("{}: layout '{}' is not supported (rows or rows8)", where, s.layout);
+    }
+    if (s.layout == "rows8" && s.mode != "affine") {
+      fail("{}: layout rows8 is for affine weights, not mode '{}'", where, s.mode);
+    }
+  }
   const bool int8 = s.mode == "int8";
   const QuantLayer top = parse_quant_layer(q, src, key, int8);
   s.group_size = top.group_size;
@@ -298,6 +308,7 @@ json model_config_to_json(const ModelConfig& c) {
   if (c.quantization) {
     json q = {{"group_size", c.quantization->group_size}, {"bits", c.quantization->bits}};
     if (c.quantization->mode != "affine") q["mode"] = c.quantization->mode;
+    if (c.quantization->layout != "rows") q["layout"] = c.quantization->layout;
     for (const auto& [name, l] : c.quantization->layers) {
       q[name] = l.bits == 0 ? json(false) : json{{"group_size", l.group_size}, {"bits", l.bits}};
     }

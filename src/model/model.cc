@@ -72,7 +72,16 @@ WeightMatrix linear_weight(const WeightStore& s, const ModelConfig& c, const std
     if (l.bits != 4 && l.bits != 8) {
       fail("{}: {}-bit weights are not supported (4 or 8)", where(s, wname), l.bits);
     }
-    if (cols * l.bits % 32 != 0 || t.shape != std::vector<int64_t>{rows, cols * l.bits / 32}) {
+    if (spec.layout == "rows8") {
+      if (rows % 8 != 0 || cols * l.bits % 32 != 0 ||
+          t.shape != std::vector<int64_t>{rows / 8, cols * l.bits / 32 * 8}) {
+        fail(
+            "{}: packed shape {} but {} rows of {} inputs at {} bits, interleaved by 8 (layout "
+            "rows8), need [{}, {}] uint32",
+            where(s, wname), t.shape_str(), rows, cols, l.bits, rows / 8, cols * l.bits / 32 * 8);
+      }
+    } else if (cols * l.bits % 32 != 0 ||
+               t.shape != std::vector<int64_t>{rows, cols * l.bits / 32}) {
       fail("{}: packed shape {} but {} inputs at {} bits need [{}, {}] uint32", where(s, wname),
            t.shape_str(), cols, l.bits, rows, cols * l.bits / 32);
     }
@@ -84,14 +93,17 @@ WeightMatrix linear_weight(const WeightStore& s, const ModelConfig& c, const std
   if (G <= 0 || cols % G != 0) {
     fail("{}: group size {} does not divide the input dimension {}", where(s, wname), G, cols);
   }
+  const bool rows8 = !int8 && spec.layout == "rows8";
+  const std::vector<int64_t> table =
+      rows8 ? std::vector<int64_t>{rows / 8, cols / G * 8} : std::vector<int64_t>{rows, cols / G};
   check_dense_dtype(s, *sc);
-  check_shape(s, *sc, {rows, cols / G});
+  check_shape(s, *sc, table);
   if (bi != nullptr && !int8) {
     if (bi->dtype != sc->dtype) {
       fail("{}: dtype {} differs from the scales' {}", where(s, bi->name), dtype_name(bi->dtype),
            dtype_name(sc->dtype));
     }
-    check_shape(s, *bi, {rows, cols / G});
+    check_shape(s, *bi, table);
   }
   WeightMatrix w{t.dtype, rows, cols, t.data};
   w.bits = int8 ? 8 : l.bits;
@@ -99,6 +111,7 @@ WeightMatrix linear_weight(const WeightStore& s, const ModelConfig& c, const std
   w.scale_dtype = sc->dtype;
   w.scales = sc->data;
   w.biases = int8 ? nullptr : bi->data;
+  w.rows8 = rows8;
   return w;
 }
 

@@ -37,6 +37,7 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
   if (!int8 && o.mode != "affine") fail("quantize: mode '{}' is not affine or int8", o.mode);
   if (int8 && o.bits != 8) fail("quantize: int8 mode needs --bits 8, got {}", o.bits);
   if (!int8 && o.bits != 4 && o.bits != 8) fail("quantize: --bits {} is not 4 or 8", o.bits);
+  if (int8 && o.interleave) fail("quantize: --interleave is for MLX affine weights, not int8");
   if (o.group_size != 32 && o.group_size != 64 && o.group_size != 128 &&
       !(int8 && o.group_size == 0)) {
     fail("quantize: --group-size {} is not one of 32, 64, 128{}", o.group_size,
@@ -64,16 +65,24 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
       const int64_t G = o.group_size == 0 ? w.cols : o.group_size;
       if (w.cols % G == 0) {
         const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+        if (o.interleave && w.rows % 8 != 0) {
+          fail("quantize: {} has {} rows, not a multiple of 8: it cannot be interleaved", name,
+               w.rows);
+        }
         owned.push_back(int8 ? quantize_int8(w, o.group_size)
                              : quantize_affine(w, o.bits, o.group_size, t.dtype));
+        if (o.interleave) owned.back() = interleave_rows8(owned.back().view());
         const QuantizedMatrix& q = owned.back();
+        // rows8 stores 8 rows per tensor row: [rows / 8, packed cols · 8] and [rows / 8, groups ·
+        // 8].
+        const int64_t r = o.interleave ? w.rows / 8 : w.rows, k = o.interleave ? 8 : 1;
         const int64_t packed_cols = int8 ? w.cols : w.cols * o.bits / 32;
-        tensors.push_back({name, q.dtype, {w.rows, packed_cols}, bytes_of(q.data)});
+        tensors.push_back({name, q.dtype, {r, packed_cols * k}, bytes_of(q.data)});
         tensors.push_back(
-            {module + ".scales", q.scale_dtype, {w.rows, w.cols / G}, bytes_of(q.scales)});
+            {module + ".scales", q.scale_dtype, {r, w.cols / G * k}, bytes_of(q.scales)});
         if (!int8) {
           tensors.push_back(
-              {module + ".biases", q.scale_dtype, {w.rows, w.cols / G}, bytes_of(q.biases)});
+              {module + ".biases", q.scale_dtype, {r, w.cols / G * k}, bytes_of(q.biases)});
         }
         continue;
       }
@@ -86,6 +95,7 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
   nlohmann::json cfg = read_json_file(src / "config.json");
   nlohmann::json q = {{"group_size", o.group_size}, {"bits", o.bits}};
   if (int8) q["mode"] = "int8";
+  if (o.interleave) q["layout"] = "rows8";
   cfg["quantization"] = q;
   cfg["quantization_config"] = q;
   {
@@ -109,7 +119,8 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
       std::filesystem::remove(e.path());
     }
   }
-  write_safetensors_sharded(out, tensors, o.max_shard_bytes, {{"format", "mlx"}});
+  write_safetensors_sharded(out, tensors, o.max_shard_bytes,
+                            {{"format", o.interleave ? "molt" : "mlx"}});
   return total;
 }
 

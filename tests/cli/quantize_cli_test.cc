@@ -35,6 +35,32 @@ TEST(CliQuantize, WritesAnMlxCheckpointThatGenerates) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST(CliQuantize, InterleavedCheckpointGeneratesAsTheMlxOne) {
+  if (!fs::exists(fs::path(tiny_s()) / "model.safetensors")) GTEST_SKIP();
+  test::TempDir dir;
+  auto r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "r8").string() +
+                          " --bits 4 --interleave");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rows interleaved by 8"), std::string::npos) << r.output;
+  const auto cfg = nlohmann::json::parse(test::read_file(dir / "r8" / "config.json"));
+  EXPECT_EQ(cfg["quantization"]["layout"], "rows8");
+  r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "q4").string() +
+                     " --bits 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Greedy: the same tokens from the file's interleaved rows and from interleaving at load.
+  auto a = test::run_molt("generate --model " + (dir / "r8").string() +
+                          " --ids \"314 3728 3859 82 261\" --max-tokens 8");
+  auto b = test::run_molt("generate --model " + (dir / "q4").string() +
+                          " --ids \"314 3728 3859 82 261\" --max-tokens 8 --interleave");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(a.output.substr(0, a.output.find('\n')), b.output.substr(0, b.output.find('\n')));
+  r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "x").string() +
+                     " --int8 --interleave");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--interleave is for MLX affine weights"), std::string::npos) << r.output;
+}
+
 TEST(CliQuantize, BadArgumentsAreNamed) {
   test::TempDir dir;
   auto r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "x").string() +

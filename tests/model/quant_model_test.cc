@@ -129,15 +129,25 @@ class TinyLadderQuant : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!fs::exists(tiny_s() / "model.safetensors")) return;
     dir_ = new test::TempDir();
-    QuantizeOptions q4, q8, i8;
+    QuantizeOptions q4, q8, i8, q4r8, q8r8, q8g32;
     q4.bits = 4;
     q8.bits = 8;
+    q4r8.bits = 4;
+    q4r8.interleave = true;
+    q8r8.bits = 8;
+    q8r8.group_size = 32;
+    q8r8.interleave = true;
+    q8g32.bits = 8;
+    q8g32.group_size = 32;
     i8.mode = "int8";
     i8.bits = 8;
     i8.group_size = 0;
     quantize_checkpoint(tiny_s(), *dir_ / "q4", q4);
     quantize_checkpoint(tiny_s(), *dir_ / "q8", q8);
     quantize_checkpoint(tiny_s(), *dir_ / "int8", i8);
+    quantize_checkpoint(tiny_s(), *dir_ / "q4-rows8", q4r8);
+    quantize_checkpoint(tiny_s(), *dir_ / "q8g32-rows8", q8r8);
+    quantize_checkpoint(tiny_s(), *dir_ / "q8g32", q8g32);
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -169,6 +179,46 @@ TEST_F(TinyLadderQuant, WrittenCheckpointsHaveTheMlxLayout) {
   EXPECT_EQ(s8.get("model.layers.1.self_attn.q_proj.weight").dtype, DType::I8);
   EXPECT_EQ(s8.get("model.layers.1.self_attn.q_proj.scales").shape,
             (std::vector<int64_t>{c.hidden_size, 1}));
+}
+
+// molt quantize --interleave: the rows8 layout on disk, loaded (mmapped) with the same values
+// and the same kernel as interleaving at load, so both give bit-identical logits.
+TEST_F(TinyLadderQuant, InterleavedCheckpointsLoadAsInterleavedAtLoad) {
+  const ModelConfig c = load_model_config(*dir_ / "q4-rows8");
+  ASSERT_TRUE(c.quantization);
+  EXPECT_EQ(c.quantization->layout, "rows8");
+  const WeightStore s = WeightStore::open_dir(*dir_ / "q4-rows8");
+  EXPECT_EQ(s.get("model.layers.0.mlp.down_proj.weight").shape,
+            (std::vector<int64_t>{c.hidden_size / 8, c.intermediate_size / 8 * 8}));
+  EXPECT_EQ(s.get("model.layers.0.mlp.down_proj.scales").shape,
+            (std::vector<int64_t>{c.hidden_size / 8, c.intermediate_size / 64 * 8}));
+  const std::vector<int32_t> ids = held_out_ids(24);
+  for (const auto& [file, plain] :
+       {std::pair{"q4-rows8", "q4"}, std::pair{"q8g32-rows8", "q8g32"}}) {
+    SCOPED_TRACE(file);
+    auto a = Model::load(*dir_ / file);
+    EXPECT_TRUE(a->weights().layers[1].up.rows8);
+    EXPECT_TRUE(a->weights().lm_head.rows8);
+    LoadOptions o;
+    o.interleave = true;
+    auto b = Model::load(*dir_ / plain, o);
+    KVCache ca = a->new_cache(32), cb = b->new_cache(32);
+    EXPECT_EQ(a->prefill(ids, ca), b->prefill(ids, cb));
+    EXPECT_EQ(a->decode(7, ca), b->decode(7, cb));
+  }
+  // Against the row-major files as they are: the logits of a prompt (dequantised GEMM, also for
+  // the lm_head) bit for bit. (prefill() would compare the last position's lm_head matvec, whose
+  // two kernels add in different orders.)
+  for (const auto& [file, plain] :
+       {std::pair{"q4-rows8", "q4"}, std::pair{"q8g32-rows8", "q8g32"}}) {
+    auto a = Model::load(*dir_ / file), b = Model::load(*dir_ / plain);
+    const int64_t V = a->config().vocab_size, n = static_cast<int64_t>(ids.size());
+    std::vector<float> la(n * V), lb(n * V);
+    KVCache ca = a->new_cache(n), cb = b->new_cache(n);
+    a->forward(ids, ca, la);
+    b->forward(ids, cb, lb);
+    EXPECT_EQ(la, lb) << file;
+  }
 }
 
 TEST_F(TinyLadderQuant, FileAndLoadTimeQuantisationAgreeExactly) {
@@ -340,6 +390,21 @@ TEST_F(TinyLadderQuant, WrongPackedShapeIsNamed) {
       sname, DType::BF16, {384, 4}, {reinterpret_cast<const std::byte*>(s.data()), s.size()}};
   rewrite(*dir_ / "q4", *dir_ / "bad-scales", "", &bad_scales);
   expect_load_error(*dir_ / "bad-scales", {sname, "[384, 4]", "[384, 2]"});
+  // A row-major file that says rows8, and a rows8 file that does not.
+  rewrite(*dir_ / "q4", *dir_ / "says-rows8", "");
+  cfg = read_json_file(*dir_ / "q4" / "config.json");
+  cfg["quantization"]["layout"] = "rows8";
+  test::write_file(*dir_ / "says-rows8" / "config.json", cfg.dump());
+  expect_load_error(*dir_ / "says-rows8",
+                    {"model.embed_tokens.weight", "interleaved by 8 (layout rows8)", "[512, 128]"});
+  rewrite(*dir_ / "q4-rows8", *dir_ / "says-rows", "");
+  cfg = read_json_file(*dir_ / "q4-rows8" / "config.json");
+  cfg["quantization"].erase("layout");
+  test::write_file(*dir_ / "says-rows" / "config.json", cfg.dump());
+  expect_load_error(*dir_ / "says-rows", {"model.embed_tokens.weight", "packed shape [512, 128]"});
+  cfg["quantization"]["layout"] = "cols4";
+  test::write_file(*dir_ / "says-rows" / "config.json", cfg.dump());
+  expect_load_error(*dir_ / "says-rows", {"layout 'cols4' is not supported"});
 }
 
 TEST(QuantCheckpointErrors, GroupSizeThatDoesNotDivideIsNamed) {

@@ -26,7 +26,11 @@ struct QuantSpec {
   QuantSpec(int g, int b) : group_size(g), bits(b) {}
   int group_size = 0;
   int bits = 0;
-  std::string mode = "affine";               // "affine" or "int8"
+  std::string mode = "affine";  // "affine" or "int8"
+  // "rows" (MLX: [rows, packed cols]) or "rows8" (molt: affine weights with rows interleaved
+  // in blocks of 8, weight [rows / 8, packed cols · 8], scales and biases [rows / 8, groups · 8];
+  // see WeightMatrix::rows8). MLX itself cannot read rows8 files: the shapes differ.
+  std::string layout = "rows";
   std::map<std::string, QuantLayer> layers;  // per-layer overrides, by module path
   // The spec of module `path` (e.g. "model.layers.3.self_attn.q_proj").
   QuantLayer layer(const std::string& path) const {

@@ -12,6 +12,10 @@ struct QuantizeOptions {
   int bits = 4;
   int64_t group_size = 64;  // affine: 32, 64, 128; int8: 0 (per channel), 32, 64, 128
   size_t max_shard_bytes = size_t{4} << 30;
+  // affine only: store rows interleaved in blocks of 8 (config "layout": "rows8"), the layout
+  // the x86 decode kernel runs fastest; such a checkpoint is molt's own (MLX cannot read it),
+  // and every quantised matrix needs rows that are a multiple of 8.
+  bool interleave = false;
 };
 
 // Writes into `out` (created; must not be `src`): the safetensors with every linear and the
