@@ -149,6 +149,11 @@ TEST_F(CliTransfer, ErrorsAreClear) {
   EXPECT_NE(r.output.find("--corpus-ids"), std::string::npos) << r.output;  // no tokenizer
   r = test::run_molt(fit_args() + " --shard 4/3 --out " + path("bad"));
   EXPECT_NE(r.output.find("--shard 4/3"), std::string::npos) << r.output;
+  for (const char* bad : {"2", "2/", "/3", "a/3", "2/3x", "-1/3", "1/+3"}) {
+    r = test::run_molt(fit_args() + " --shard " + bad + " --out " + path("bad"));
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.output.find("is not I/N"), std::string::npos) << bad << ": " << r.output;
+  }
   // A map used for the reverse route.
   ASSERT_EQ(test::run_molt(fit_args() + " --k 1 --out " + path("rev")).exit_code, 0);
   r = test::run_molt("bench transfer --from " + path("small") + " --to " + path("big") +
