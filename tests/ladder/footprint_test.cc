@@ -116,7 +116,14 @@ TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
       base, loaded, parked, unparked, released, weights);
   EXPECT_NEAR(loaded - parked, weights, 0.05 * weights);
   EXPECT_NEAR(unparked - parked, weights, 0.05 * weights);
-  EXPECT_NEAR(unparked - released, weights, 0.05 * weights);
+  // Under ASan freed blocks wait in its quarantine, so the model's heap (f32 norms, decode
+  // scratch: ~4 MiB here) stays resident after release.
+#if defined(__SANITIZE_ADDRESS__)
+  const double quarantine = 8.0;
+#else
+  const double quarantine = 0.0;
+#endif
+  EXPECT_NEAR(unparked - released, weights, 0.05 * weights + quarantine);
   EXPECT_THROW(r.model(), Error);
 }
 
