@@ -72,32 +72,60 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-double measure_triad_bandwidth_gbs(size_t mib, int repeats) {
-  check_args(mib, repeats, "bandwidth triad");
-  const auto n = static_cast<int64_t>(mib * (size_t{1} << 20) / sizeof(float));
-  Buffer a = allocate(n, "bandwidth triad"), b = allocate(n, "bandwidth triad"),
-         c = allocate(n, "bandwidth triad");
-  float* pa = a.get();
-  const float* pb = b.get();
-  const float* pc = c.get();
+struct TriadProbe::Arrays {
+  int64_t n = 0;
+  Buffer a, b, c;
+};
+
+TriadProbe::TriadProbe(size_t mib) : arrays_(std::make_unique<Arrays>()) {
+  check_args(mib, 1, "bandwidth triad");
+  Arrays& t = *arrays_;
+  t.n = static_cast<int64_t>(mib * (size_t{1} << 20) / sizeof(float));
+  t.a = allocate(t.n, "bandwidth triad");
+  t.b = allocate(t.n, "bandwidth triad");
+  t.c = allocate(t.n, "bandwidth triad");
+  float* pa = t.a.get();
+  float* pb = t.b.get();
+  float* pc = t.c.get();
+  const int64_t n = t.n;
   // First touch with the same static split as the timed loop: pages land near their thread.
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    a[i] = 0.0f;
-    b[i] = 1.0f;
-    c[i] = 2.0f;
+    pa[i] = 0.0f;
+    pb[i] = 1.0f;
+    pc[i] = 2.0f;
   }
+}
+
+TriadProbe::~TriadProbe() = default;
+
+double TriadProbe::pass() {
+  float* pa = arrays_->a.get();
+  const float* pb = arrays_->b.get();
+  const float* pc = arrays_->c.get();
+  const int64_t n = arrays_->n;
   const float s = 3.0f;
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
+  const double t = seconds_since(t0);
+  if (pa[n / 2] != 7.0f) fail("bandwidth triad: wrong result {} (expected 7)", pa[n / 2]);
+  return t;
+}
+
+double TriadProbe::bytes_per_pass() const {
+  return 3.0 * sizeof(float) * static_cast<double>(arrays_->n);
+}
+
+double measure_triad_bandwidth_gbs(size_t mib, int repeats) {
+  check_args(mib, repeats, "bandwidth triad");
+  TriadProbe probe(mib);
   double best = 1e30;
   for (int r = 0; r < repeats + 1; ++r) {  // the first run warms up and is not counted
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
-    const double t = seconds_since(t0);
+    const double t = probe.pass();
     if (r > 0 && t < best) best = t;
   }
-  if (pa[n / 2] != 7.0f) fail("bandwidth triad: wrong result {} (expected 7)", pa[n / 2]);
-  return 3.0 * sizeof(float) * static_cast<double>(n) / best / 1e9;
+  return probe.bytes_per_pass() / best / 1e9;
 }
 
 double measure_read_bandwidth_gbs(size_t mib, int repeats) {

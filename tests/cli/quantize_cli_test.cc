@@ -89,13 +89,19 @@ TEST(CliQuantize, BenchDecodeReportsTheBoundAtEveryPrecision) {
     EXPECT_GT(j.at("triad_gb_s").get<double>(), 0.0);
     EXPECT_GT(j.at("x_bound").get<double>(), 0.0);
     EXPECT_GT(j.at("prefill_gflop_s").get<double>(), 0.0);
-    // Two tokens: two rounds (of the default five), each beside its own triad pass; the
-    // reported x bound is their median.
+    // Two tokens: two rounds (of the default five), each paired with the triad pass after its
+    // step; the reported x bound is their median.
     const auto& rounds = j.at("rounds");
     ASSERT_EQ(rounds.size(), 2u);
     const double mid =
         0.5 * (rounds[0].at("x_bound").get<double>() + rounds[1].at("x_bound").get<double>());
     EXPECT_NEAR(j.at("x_bound").get<double>(), mid, 1e-9 * mid);
+    // The fastest single pass is at least every round's rate over its passes, and the decode
+    // is also compared with it.
+    const double best = j.at("triad_best_gb_s").get<double>();
+    for (const auto& round : rounds) EXPECT_GE(best, round.at("triad_gb_s").get<double>());
+    EXPECT_NEAR(j.at("x_bound_best_triad").get<double>(),
+                j.at("decode_gb_s").get<double>() / best, 1e-9 * best);
   }
   auto bad =
       test::run_molt("bench decode --model " + tiny_s() + " --tokens 2 --rounds 0 --bandwidth");

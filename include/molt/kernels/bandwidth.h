@@ -4,8 +4,28 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace molt {
+
+// A STREAM triad kept ready between passes: the three arrays are allocated and first-touched
+// once, so a pass can run between two decode steps and time the memory of that moment.
+class TriadProbe {
+ public:
+  explicit TriadProbe(size_t mib);  // three arrays of `mib` MiB each
+  ~TriadProbe();
+  TriadProbe(const TriadProbe&) = delete;
+  TriadProbe& operator=(const TriadProbe&) = delete;
+
+  // One timed pass a[i] = b[i] + s·c[i] on the kernel threads; returns its seconds.
+  double pass();
+  // Bytes a pass moves as STREAM counts them: 3 × 4 per element.
+  double bytes_per_pass() const;
+
+ private:
+  struct Arrays;
+  std::unique_ptr<Arrays> arrays_;
+};
 
 // STREAM triad a[i] = b[i] + s·c[i] over three float arrays of `mib` MiB each, on the kernel
 // threads (molt::num_threads()); best of `repeats` runs. Bytes counted as STREAM does:
