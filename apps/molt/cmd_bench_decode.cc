@@ -193,9 +193,10 @@ const bool registered = register_command([](CLI::App& root) {
               "decode on x86)");
   s->add_flag("--bandwidth", a->bandwidth,
               "also time a STREAM triad pass after every decode step and report the bound");
-  s->add_option("--rounds", a->rounds,
-                "with --bandwidth: decode rounds, each paired with the triad passes run between its "
-                "steps")
+  s->add_option(
+       "--rounds", a->rounds,
+       "with --bandwidth: decode rounds, each paired with the triad passes run between its "
+       "steps")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   s->callback([a] { run(*a); });

@@ -100,8 +100,8 @@ TEST(CliQuantize, BenchDecodeReportsTheBoundAtEveryPrecision) {
     // is also compared with it.
     const double best = j.at("triad_best_gb_s").get<double>();
     for (const auto& round : rounds) EXPECT_GE(best, round.at("triad_gb_s").get<double>());
-    EXPECT_NEAR(j.at("x_bound_best_triad").get<double>(),
-                j.at("decode_gb_s").get<double>() / best, 1e-9 * best);
+    EXPECT_NEAR(j.at("x_bound_best_triad").get<double>(), j.at("decode_gb_s").get<double>() / best,
+                1e-9 * best);
   }
   auto bad =
       test::run_molt("bench decode --model " + tiny_s() + " --tokens 2 --rounds 0 --bandwidth");
