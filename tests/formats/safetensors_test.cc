@@ -121,6 +121,7 @@ TEST(Safetensors, LayoutSortedAlignedAndPadded) {
 struct Mapping {
   uintptr_t begin = 0, end = 0;
   long rss_kb = -1;
+  std::string flags;  // VmFlags: "hg" = advised for huge pages
 };
 Mapping find_mapping(const std::filesystem::path& file) {
   std::ifstream in("/proc/self/smaps");
@@ -138,6 +139,8 @@ Mapping find_mapping(const std::filesystem::path& file) {
       if (inside) m.begin = lo, m.end = hi;
     } else if (inside && line.rfind("Rss:", 0) == 0) {
       m.rss_kb = std::stol(line.substr(4));
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      m.flags = line.substr(8);
     }
   }
   return m;
@@ -209,6 +212,28 @@ TEST(Safetensors, ReleaseRangeDropsOnlyThoseWholePages) {
   EXPECT_EQ(find_mapping(tmp / "x.safetensors").rss_kb, rss);
   EXPECT_EQ(at(12345), 12345.0f);
   EXPECT_EQ(at(big.size() - 1), static_cast<float>(big.size() - 1));
+}
+
+TEST(Safetensors, FilesOfTwoMiBOrMoreAreMappedAtAHugePageBoundary) {
+  // The mapping starts 2 MiB-aligned (and is advised for huge pages), so a page cache holding
+  // the file in 2 MiB folios maps each with one TLB entry; the bytes read are unchanged.
+  TempDir tmp;
+  std::vector<float> big(3 << 18);  // 3 MiB
+  std::iota(big.begin(), big.end(), 0.0f);
+  write_safetensors(tmp / "x.safetensors", {{"w", DType::F32, {768, 1024}, bytes_of(big)}});
+  std::ifstream in(tmp / "x.safetensors", std::ios::binary);
+  uint64_t header = 0;
+  in.read(reinterpret_cast<char*>(&header), 8);
+  auto f = SafetensorsFile::open(tmp / "x.safetensors");
+  const auto& v = *f->find("w");
+  const auto base = reinterpret_cast<uintptr_t>(v.data) - 8 - header;
+  EXPECT_EQ(base % (size_t{2} << 20), 0u);
+  const Mapping m = find_mapping(tmp / "x.safetensors");
+  EXPECT_EQ(m.begin, base);
+  if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage")) {  // kernel has THP
+    EXPECT_NE(m.flags.find(" hg"), std::string::npos) << m.flags;
+  }
+  EXPECT_EQ(std::memcmp(v.data, big.data(), v.nbytes), 0);
 }
 
 TEST(Safetensors, WriterRejectsBadInput) {
