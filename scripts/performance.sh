@@ -12,10 +12,11 @@
 #        # do not disturb the figures.
 #
 # Environment: MOLT (binary, build/molt), OUT (raw outputs, build/performance), CKPT
-# (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth
-# when absent), THREADS (2), DOC (docs/PERFORMANCE.md), BENCH (microbenchmark binaries,
-# next to MOLT). OMP_WAIT_POLICY and GOMP_SPINCOUNT are passed through (molt runs with
-# GOMP_SPINCOUNT=10000 unless one is set) and recorded.
+# (folder of synthetic checkpoints, /tmp: <CKPT>/q0.5b-f32 ... are made with molt synth, and
+# <CKPT>/q0.5b-q4 ... with molt quantize, when absent), THREADS (2), DOC
+# (docs/PERFORMANCE.md), BENCH (microbenchmark binaries, next to MOLT). OMP_WAIT_POLICY and
+# GOMP_SPINCOUNT are passed through (molt runs with GOMP_SPINCOUNT=10000 unless one is set)
+# and recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MOLT=${MOLT:-build/molt}
@@ -54,7 +55,32 @@ for geo in 0.5b 1.5b; do
       "$MOLT" synth --geometry "qwen2.5-$geo" --dtype "$dt" --seed 1 --out "$d" >/dev/null
     fi
   done
+  # The quantised rungs as a ladder ships them: files written by molt quantize from the bf16
+  # checkpoint (MLX layout, or rows interleaved by 8), mapped from disk like any checkpoint.
+  for q in "int8 --int8 --group-size 0" "q8 --bits 8 --group-size 64" \
+    "q8r8 --bits 8 --group-size 64 --interleave" "q4 --bits 4 --group-size 64" \
+    "q4r8 --bits 4 --group-size 64 --interleave"; do
+    set -- $q
+    d="$CKPT/q$geo-$1"
+    shift
+    if [[ ! -f "$d/config.json" ]]; then
+      "$MOLT" quantize --model "$CKPT/q$geo-bf16" --out "$d" "$@" >/dev/null
+    fi
+  done
 done
+
+# Start from a cold page cache, as after a reboot: each checkpoint is then read through molt's
+# own mapping (2 MiB-aligned, advised for huge pages), so where the filesystem caches files in
+# 2 MiB folios the weights are mapped with huge pages, whoever wrote the file and however.
+KINDS="f32 bf16 int8 q8 q8r8 q4 q4r8"
+"$PY" - $(for g in 0.5b 1.5b; do for k in $KINDS; do echo "$CKPT/q$g-$k"; done; done) <<'PYEOF'
+import glob, os, sys
+for d in sys.argv[1:]:
+    for f in glob.glob(os.path.join(d, "*.safetensors")):
+        fd = os.open(f, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+PYEOF
 
 {
   echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%MZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
@@ -70,13 +96,13 @@ timed "$MOLT" bench sgemm --threads "$THREADS" --tokens 512 --json >"$OUT/sgemm.
 
 # Decode at each precision; f32 and bf16 also time a 512-token prefill.
 for geo in 0.5b 1.5b; do
-  for run in "f32 native 512" "bf16 native 512" "bf16 int8 32" "bf16 q8 32" \
-    "bf16 q8 32 --interleave" "bf16 q4 32" "bf16 q4 32 --interleave"; do
+  for run in "f32 f32 512" "bf16 bf16 512" "int8 bf16 32" "q8 bf16 32" "q8r8 bf16 32" \
+    "q4 bf16 32" "q4r8 bf16 32"; do
     set -- $run
-    echo "== decode qwen2.5-$geo $1 --precision $2 ${4:-}" >&2
-    timed "$MOLT" bench decode --model "$CKPT/q$geo-$1" --threads "$THREADS" --precision "$2" \
-      --prompt-tokens "$3" --tokens "$TOKENS" --bandwidth --json ${4:-} |
-      "$PY" -c "import json,sys; j=json.loads(sys.stdin.read()); j['geometry']='qwen2.5-$geo'; j['source_dtype']='$1'; print(json.dumps(j))" \
+    echo "== decode qwen2.5-$geo $1" >&2
+    timed "$MOLT" bench decode --model "$CKPT/q$geo-$1" --threads "$THREADS" \
+      --prompt-tokens "$3" --tokens "$TOKENS" --bandwidth --json |
+      "$PY" -c "import json,sys; j=json.loads(sys.stdin.read()); j['geometry']='qwen2.5-$geo'; j['kind']='$1'; j['source_dtype']='$2'; print(json.dumps(j))" \
         >>"$OUT/decode.jsonl"
   done
 done

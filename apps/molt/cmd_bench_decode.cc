@@ -125,6 +125,9 @@ void run(const BenchDecodeArgs& a) {
   const double triad = a.bandwidth ? median(round_triad) : 0.0;
   const double x_bound = a.bandwidth ? median(round_ratio) : 0.0;
   const double triad_best = probe ? probe->bytes_per_pass() / triad_best_s / 1e9 : 0.0;
+  // The first layer's q projection stands for the model's linears.
+  const WeightMatrix q0 =
+      model->weights().layers.empty() ? WeightMatrix{} : model->weights().layers[0].q;
   nlohmann::json j = {
       {"model", a.model},
       {"threads", a.threads},
@@ -136,12 +139,11 @@ void run(const BenchDecodeArgs& a) {
       {"decode_gb_s", decode_tok_s * bytes / 1e9},
       {"peak_rss_mib", peak_rss_mib()},
       {"precision", a.precision},
-      {"layout",
-       model->weights().layers.empty() || !model->weights().layers[0].q.rows8 ? "rows" : "rows8"},
+      {"layout", q0.rows8 ? "rows8" : "rows"},
       {"load_s", load_s},
-      {"weight_dtype",
-       std::string(dtype_name(
-           model->weights().layers.empty() ? DType::F32 : model->weights().layers[0].q.dtype))},
+      {"weight_dtype", std::string(dtype_name(q0.dtype))},
+      {"weight_bits", q0.quantized() ? q0.bits : 8 * static_cast<int>(dtype_size(q0.dtype))},
+      {"group_size", q0.group_size},
       {"prefill_gflop_s", linear_flops(*model, a.prompt_tokens) / prefill_s / 1e9}};
   if (a.bandwidth) {
     j["triad_gb_s"] = triad;
