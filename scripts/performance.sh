@@ -69,18 +69,20 @@ for geo in 0.5b 1.5b; do
   done
 done
 
-# Start from a cold page cache, as after a reboot: each checkpoint is then read through molt's
-# own mapping (2 MiB-aligned, advised for huge pages), so where the filesystem caches files in
-# 2 MiB folios the weights are mapped with huge pages, whoever wrote the file and however.
-KINDS="f32 bf16 int8 q8 q8r8 q4 q4r8"
-"$PY" - $(for g in 0.5b 1.5b; do for k in $KINDS; do echo "$CKPT/q$g-$k"; done; done) <<'PYEOF'
+# Each checkpoint starts from a cold page cache, as after a reboot (dropped just before its
+# run, so memory is not full of other checkpoints being evicted meanwhile): it is read through
+# molt's own mapping (2 MiB-aligned, advised for huge pages), and where the filesystem caches
+# files in 2 MiB folios its weights are mapped with huge pages, whoever wrote the file and how.
+# bench decode touches every weight once before timing, so the reading itself is not timed.
+drop_cache() {
+  "$PY" - "$1" <<'PYEOF'
 import glob, os, sys
-for d in sys.argv[1:]:
-    for f in glob.glob(os.path.join(d, "*.safetensors")):
-        fd = os.open(f, os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
+for f in glob.glob(os.path.join(sys.argv[1], "*.safetensors")):
+    fd = os.open(f, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
 PYEOF
+}
 
 {
   echo "{\"date\": \"$(date -u +%Y-%m-%dT%H:%MZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
@@ -100,6 +102,7 @@ for geo in 0.5b 1.5b; do
     "q4 bf16 32" "q4r8 bf16 32"; do
     set -- $run
     echo "== decode qwen2.5-$geo $1" >&2
+    drop_cache "$CKPT/q$geo-$1"
     timed "$MOLT" bench decode --model "$CKPT/q$geo-$1" --threads "$THREADS" \
       --prompt-tokens "$3" --tokens "$TOKENS" --bandwidth --json |
       "$PY" -c "import json,sys; j=json.loads(sys.stdin.read()); j['geometry']='qwen2.5-$geo'; j['kind']='$1'; j['source_dtype']='$2'; print(json.dumps(j))" \

@@ -133,7 +133,7 @@ def main():
             continue
         rel = (d["nll"] - b) / b
         tol = NLL_TOL[d["precision"]]
-        p(f"| {d['rung']} | {label({'precision': d['precision']})} | {d['scored_tokens']} "
+        p(f"| {d['rung']} | {label({'kind': d['precision']})} | {d['scored_tokens']} "
           f"| {d['nll']:.4f} | {d['perplexity']:.2f} | {100 * rel:+.2f}% | ±{100 * tol:.0f}% "
           f"| {ok(abs(rel) <= tol)} |")
     for name, title in (("quant_bench.json", "Quantised matvec microbenchmarks"),
