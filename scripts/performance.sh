@@ -57,14 +57,15 @@ for geo in 0.5b 1.5b; do
   done
   # The quantised rungs as a ladder ships them: files written by molt quantize from the bf16
   # checkpoint (MLX layout, or rows interleaved by 8), mapped from disk like any checkpoint.
-  for q in "int8 --int8 --group-size 0" "q8 --bits 8 --group-size 64" \
-    "q8r8 --bits 8 --group-size 64 --interleave" "q4 --bits 4 --group-size 64" \
-    "q4r8 --bits 4 --group-size 64 --interleave"; do
+  # The rows-by-8 ones are the MLX files re-laid out (molt quantize --interleave on them).
+  for q in "int8 bf16 --int8 --group-size 0" "q8 bf16 --bits 8 --group-size 64" \
+    "q8r8 q8 --interleave" "q4 bf16 --bits 4 --group-size 64" "q4r8 q4 --interleave"; do
     set -- $q
     d="$CKPT/q$geo-$1"
-    shift
+    from="$CKPT/q$geo-$2"
+    shift 2
     if [[ ! -f "$d/config.json" ]]; then
-      "$MOLT" quantize --model "$CKPT/q$geo-bf16" --out "$d" "$@" >/dev/null
+      "$MOLT" quantize --model "$from" --out "$d" "$@" >/dev/null
     fi
   done
 done

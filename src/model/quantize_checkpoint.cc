@@ -1,6 +1,7 @@
 #include <deque>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "molt/common/error.h"
 #include "molt/formats/hf_config.h"
@@ -29,6 +30,118 @@ std::span<const std::byte> bytes_of(const std::vector<uint8_t>& v) {
   return {reinterpret_cast<const std::byte*>(v.data()), v.size()};
 }
 
+// Writes the checkpoint folder `out`: config.json `cfg`, the other files of `src` (tokenizer,
+// generation_config.json, ...) copied, and `tensors` as (sharded) safetensors.
+void write_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
+                      const nlohmann::json& cfg, const std::vector<TensorToWrite>& tensors,
+                      size_t max_shard_bytes, const std::string& format) {
+  std::filesystem::create_directories(out);
+  {
+    std::ofstream f(out / "config.json");
+    f << cfg.dump(2) << "\n";
+    if (!f) fail("{}: write failed", (out / "config.json").string());
+  }
+  for (const auto& e : std::filesystem::directory_iterator(src)) {
+    const std::string fn = e.path().filename().string();
+    if (!e.is_regular_file() || fn == "config.json" || ends_with(fn, ".safetensors") ||
+        fn == "model.safetensors.index.json") {
+      continue;
+    }
+    std::filesystem::copy_file(e.path(), out / fn,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  // Remove stale weights of an earlier run so the new ones are the only ones found.
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    const std::string fn = e.path().filename().string();
+    if (ends_with(fn, ".safetensors") || fn == "model.safetensors.index.json") {
+      std::filesystem::remove(e.path());
+    }
+  }
+  write_safetensors_sharded(out, tensors, max_shard_bytes, {{"format", format}});
+}
+
+void check_not_source(const std::filesystem::path& src, const std::filesystem::path& out) {
+  std::error_code ec;
+  if (std::filesystem::exists(out) &&
+      std::filesystem::equivalent(std::filesystem::absolute(src), std::filesystem::absolute(out),
+                                  ec)) {
+    fail("quantize: --out {} is the source folder", out.string());
+  }
+}
+
+// An MLX-quantised checkpoint (layout "rows") re-laid out with rows interleaved by 8: the same
+// packed words, scales and biases, moved (interleave_rows8), nothing requantised. Modules MLX
+// left dense, and everything else, are copied as they are.
+size_t interleave_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
+                             const ModelConfig& c, const QuantizeOptions& o) {
+  const QuantSpec& spec = *c.quantization;
+  const std::string cfg_file = (src / "config.json").string();
+  if (spec.mode != "affine") {
+    fail("{}: the checkpoint is {}-quantised; only MLX affine weights can be interleaved", cfg_file,
+         spec.mode);
+  }
+  if (spec.layout == "rows8") fail("{}: the checkpoint is already interleaved (rows8)", cfg_file);
+  check_not_source(src, out);
+  const WeightStore store = WeightStore::open_dir(src);
+  std::deque<QuantizedMatrix> owned;
+  std::vector<TensorToWrite> tensors;
+  std::set<std::string> replaced;  // scales and biases written with their weight
+  for (const std::string& name : store.names()) {
+    const TensorView& t = store.get(name);
+    if (t.dtype != DType::U32 || !ends_with(name, ".weight")) continue;
+    const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+    const QuantLayer l = spec.layer(module);
+    const TensorView* sc = store.find(module + ".scales");
+    const TensorView* bi = store.find(module + ".biases");
+    if (sc == nullptr || bi == nullptr) {
+      fail("{}: MLX-quantised weight without its {} (tensor '{}.{}' is missing)",
+           store.dir().string(), sc == nullptr ? "scales" : "biases", module,
+           sc == nullptr ? "scales" : "biases");
+    }
+    if (t.shape.size() != 2 || (l.bits != 4 && l.bits != 8) || l.group_size <= 0) {
+      fail("{}: tensor '{}' shape {} at {} bits, group {} is not an MLX affine weight",
+           store.dir().string(), name, t.shape_str(), l.bits, l.group_size);
+    }
+    WeightMatrix w{DType::U32, t.shape[0], t.shape[1] * 32 / l.bits, t.data};
+    w.bits = l.bits;
+    w.group_size = l.group_size;
+    w.scale_dtype = sc->dtype;
+    w.scales = sc->data;
+    w.biases = bi->data;
+    const std::vector<int64_t> table{w.rows, w.cols % w.group_size == 0 ? w.groups() : -1};
+    if (sc->shape != table || bi->shape != table || bi->dtype != sc->dtype) {
+      fail("{}: tensors '{}' {} and '{}' {} do not match weight '{}' {} at {} bits, group {}",
+           store.dir().string(), sc->name, sc->shape_str(), bi->name, bi->shape_str(), name,
+           t.shape_str(), l.bits, l.group_size);
+    }
+    if (w.rows % 8 != 0) {
+      fail("{}: tensor '{}' has {} rows, not a multiple of 8: it cannot be interleaved",
+           store.dir().string(), name, w.rows);
+    }
+    owned.push_back(interleave_rows8(w));
+    const QuantizedMatrix& q = owned.back();
+    tensors.push_back({name, DType::U32, {w.rows / 8, t.shape[1] * 8}, bytes_of(q.data)});
+    tensors.push_back({sc->name, sc->dtype, {w.rows / 8, w.groups() * 8}, bytes_of(q.scales)});
+    tensors.push_back({bi->name, bi->dtype, {w.rows / 8, w.groups() * 8}, bytes_of(q.biases)});
+    replaced.insert(sc->name);
+    replaced.insert(bi->name);
+  }
+  for (const std::string& name : store.names()) {
+    const TensorView& t = store.get(name);
+    if ((t.dtype == DType::U32 && ends_with(name, ".weight")) || replaced.count(name) != 0)
+      continue;
+    tensors.push_back({name, t.dtype, t.shape, {t.data, t.nbytes}});
+  }
+  size_t total = 0;
+  for (const TensorToWrite& t : tensors) total += t.bytes.size();
+  nlohmann::json cfg = read_json_file(src / "config.json");
+  for (const char* key : {"quantization", "quantization_config"}) {
+    if (cfg.contains(key) && cfg[key].is_object()) cfg[key]["layout"] = "rows8";
+  }
+  write_checkpoint(src, out, cfg, tensors, o.max_shard_bytes, "molt");
+  return total;
+}
+
 }  // namespace
 
 size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
@@ -44,15 +157,14 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
          int8 ? " or 0 (per channel)" : "");
   }
   const ModelConfig c = load_model_config(src);
+  if (c.quantization && o.interleave && !int8) return interleave_checkpoint(src, out, c, o);
   if (c.quantization) {
-    fail("{}: the checkpoint is already quantised", (src / "config.json").string());
+    fail(
+        "{}: the checkpoint is already quantised (only --interleave, which re-lays out MLX "
+        "weights without requantising, takes a quantised checkpoint)",
+        (src / "config.json").string());
   }
-  std::error_code ec;
-  if (std::filesystem::exists(out) &&
-      std::filesystem::equivalent(std::filesystem::absolute(src), std::filesystem::absolute(out),
-                                  ec)) {
-    fail("quantize: --out {} is the source folder", out.string());
-  }
+  check_not_source(src, out);
   const WeightStore store = WeightStore::open_dir(src);
   std::deque<QuantizedMatrix> owned;
   std::vector<TensorToWrite> tensors;
@@ -90,7 +202,6 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
     tensors.push_back({name, t.dtype, t.shape, {t.data, t.nbytes}});
   }
   for (const TensorToWrite& t : tensors) total += t.bytes.size();
-  std::filesystem::create_directories(out);
   // config.json as it was, plus the quantisation (MLX writes both keys).
   nlohmann::json cfg = read_json_file(src / "config.json");
   nlohmann::json q = {{"group_size", o.group_size}, {"bits", o.bits}};
@@ -98,29 +209,7 @@ size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesyst
   if (o.interleave) q["layout"] = "rows8";
   cfg["quantization"] = q;
   cfg["quantization_config"] = q;
-  {
-    std::ofstream f(out / "config.json");
-    f << cfg.dump(2) << "\n";
-    if (!f) fail("{}: write failed", (out / "config.json").string());
-  }
-  for (const auto& e : std::filesystem::directory_iterator(src)) {
-    const std::string fn = e.path().filename().string();
-    if (!e.is_regular_file() || fn == "config.json" || ends_with(fn, ".safetensors") ||
-        fn == "model.safetensors.index.json") {
-      continue;
-    }
-    std::filesystem::copy_file(e.path(), out / fn,
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  // Remove stale weights of an earlier run so the new ones are the only ones found.
-  for (const auto& e : std::filesystem::directory_iterator(out)) {
-    const std::string fn = e.path().filename().string();
-    if (ends_with(fn, ".safetensors") || fn == "model.safetensors.index.json") {
-      std::filesystem::remove(e.path());
-    }
-  }
-  write_safetensors_sharded(out, tensors, o.max_shard_bytes,
-                            {{"format", o.interleave ? "molt" : "mlx"}});
+  write_checkpoint(src, out, cfg, tensors, o.max_shard_bytes, o.interleave ? "molt" : "mlx");
   return total;
 }
 

@@ -61,6 +61,43 @@ TEST(CliQuantize, InterleavedCheckpointGeneratesAsTheMlxOne) {
   EXPECT_NE(r.output.find("--interleave is for MLX affine weights"), std::string::npos) << r.output;
 }
 
+TEST(CliQuantize, MlxCheckpointsAreInterleavedWithoutRequantising) {
+  if (!fs::exists(fs::path(tiny_s()) / "model.safetensors")) GTEST_SKIP();
+  test::TempDir dir;
+  const std::string q4 = (dir / "q4").string(), re = (dir / "re").string(),
+                    r8 = (dir / "r8").string();
+  ASSERT_EQ(test::run_molt("quantize --model " + tiny_s() + " --out " + q4 + " --bits 4").exit_code,
+            0);
+  auto r = test::run_molt("quantize --model " + q4 + " --out " + re + " --interleave");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rows interleaved by 8"), std::string::npos) << r.output;
+  // The same file as interleaving while quantising from the dense checkpoint, byte for byte.
+  ASSERT_EQ(test::run_molt("quantize --model " + tiny_s() + " --out " + r8 + " --bits 4 " +
+                           "--interleave")
+                .exit_code,
+            0);
+  EXPECT_EQ(test::read_file(dir / "re" / "model.safetensors"),
+            test::read_file(dir / "r8" / "model.safetensors"));
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(dir / "re" / "config.json")),
+            nlohmann::json::parse(test::read_file(dir / "r8" / "config.json")));
+  EXPECT_TRUE(fs::exists(dir / "re" / "tokenizer.json"));
+  // What re-laying out cannot do is refused, naming the reason.
+  auto expect_error = [&](const std::string& args, const std::string& needle) {
+    auto e = test::run_molt("quantize " + args + " --out " + (dir / "x").string());
+    EXPECT_EQ(e.exit_code, 1) << args;
+    EXPECT_NE(e.output.find(needle), std::string::npos) << e.output;
+  };
+  expect_error("--model " + q4 + " --interleave --bits 8", "--bits does not apply");
+  expect_error("--model " + q4 + " --interleave --group-size 32", "--group-size does not apply");
+  expect_error("--model " + re + " --interleave", "already interleaved");
+  expect_error("--model " + q4, "already quantised");
+  ASSERT_EQ(
+      test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "i8").string() + " --int8")
+          .exit_code,
+      0);
+  expect_error("--model " + (dir / "i8").string() + " --interleave", "int8-quantised");
+}
+
 TEST(CliQuantize, BadArgumentsAreNamed) {
   test::TempDir dir;
   auto r = test::run_molt("quantize --model " + tiny_s() + " --out " + (dir / "x").string() +

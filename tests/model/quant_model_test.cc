@@ -407,6 +407,61 @@ TEST_F(TinyLadderQuant, WrongPackedShapeIsNamed) {
   expect_load_error(*dir_ / "says-rows", {"layout 'cols4' is not supported"});
 }
 
+TEST_F(TinyLadderQuant, MixedMlxCheckpointsInterleaveModuleByModule) {
+  // An MLX checkpoint as published may give some modules their own bits and groups and leave
+  // others dense. Here: 4-bit g64 everywhere, layer 0's down_proj 8-bit g32 (from q8g32), its
+  // up_proj dense. Re-laid out by molt quantize --interleave, nothing is requantised.
+  const fs::path mixed = *dir_ / "mixed", re = *dir_ / "mixed-rows8";
+  const std::string down = "model.layers.0.mlp.down_proj", up = "model.layers.0.mlp.up_proj";
+  {
+    const WeightStore q4 = WeightStore::open_dir(*dir_ / "q4");
+    const WeightStore q8 = WeightStore::open_dir(*dir_ / "q8g32");
+    const WeightStore dense = WeightStore::open_dir(tiny_s());
+    std::vector<TensorToWrite> t;
+    auto take = [&](const WeightStore& s, const std::string& name) {
+      const TensorView& v = s.get(name);
+      t.push_back({name, v.dtype, v.shape, {v.data, v.nbytes}});
+    };
+    for (const std::string& name : q4.names()) {
+      if (name.rfind(down + ".", 0) != 0 && name.rfind(up + ".", 0) != 0) take(q4, name);
+    }
+    for (const char* k : {".weight", ".scales", ".biases"}) take(q8, down + k);
+    take(dense, up + ".weight");
+    fs::create_directories(mixed);
+    write_safetensors(mixed / "model.safetensors", t);
+    nlohmann::json cfg = read_json_file(*dir_ / "q4" / "config.json");
+    for (const char* key : {"quantization", "quantization_config"}) {
+      cfg[key][down] = {{"group_size", 32}, {"bits", 8}};
+      cfg[key][up] = false;
+    }
+    test::write_file(mixed / "config.json", cfg.dump());
+  }
+  QuantizeOptions o;
+  o.interleave = true;
+  quantize_checkpoint(mixed, re, o);
+  auto a = Model::load(mixed), b = Model::load(re);
+  const LayerWeights& L = b->weights().layers[0];
+  EXPECT_TRUE(L.down.rows8);
+  EXPECT_EQ(L.down.bits, 8);
+  EXPECT_EQ(L.down.group_size, 32);
+  EXPECT_EQ(L.up.dtype, DType::BF16);
+  EXPECT_TRUE(L.gate.rows8);
+  EXPECT_EQ(L.gate.bits, 4);
+  EXPECT_TRUE(b->weights().lm_head.rows8);
+  const nlohmann::json cfg = read_json_file(re / "config.json");
+  EXPECT_EQ(cfg["quantization"]["layout"], "rows8");
+  EXPECT_EQ(cfg["quantization"][up], false);
+  EXPECT_EQ(cfg["quantization"][down]["bits"], 8);
+  // The same weights: prefill (dequantised GEMM) gives the same logits bit for bit.
+  const std::vector<int32_t> ids = held_out_ids(24);
+  const int64_t V = a->config().vocab_size, n = static_cast<int64_t>(ids.size());
+  std::vector<float> la(n * V), lb(n * V);
+  KVCache ca = a->new_cache(n), cb = b->new_cache(n);
+  a->forward(ids, ca, la);
+  b->forward(ids, cb, lb);
+  EXPECT_EQ(la, lb);
+}
+
 TEST(QuantCheckpointErrors, GroupSizeThatDoesNotDivideIsNamed) {
   test::TempDir dir;
   nlohmann::json cfg = {{"architectures", {"Qwen2ForCausalLM"}},

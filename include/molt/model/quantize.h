@@ -24,7 +24,10 @@ struct QuantizeOptions {
 // int8 as "<module>.weight" I8 plus "<module>.scales" F32 — everything else copied as is;
 // config.json with "quantization" and "quantization_config" added; the other files of `src`
 // (tokenizer, generation_config.json, ...) copied. A module whose input size the group does
-// not divide stays dense, as MLX leaves it. Returns the bytes of tensors written.
+// not divide stays dense, as MLX leaves it. With `interleave`, `src` may instead be an
+// MLX-quantised checkpoint: its affine weights are re-laid out as rows8 module by module (each
+// with its own bits and group), nothing requantised, and bits / group_size are not used; an
+// int8 or already interleaved checkpoint is refused. Returns the bytes of tensors written.
 size_t quantize_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
                            const QuantizeOptions& o);
 
