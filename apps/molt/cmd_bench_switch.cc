@@ -86,6 +86,7 @@ void run(const SwitchArgs& a) {
       o.policy = parse_policy(p);
       o.native_sender_cache = !a.fill_sender;
       std::vector<MigrationEvent> runs;
+      runs.reserve(static_cast<size_t>(a.repeat));
       for (int i = 0; i < a.repeat; ++i) runs.push_back(measure_switch(*l, from, to, ids, o));
       std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x.ms < y.ms; });
       const MigrationEvent& m = runs[runs.size() / 2];

@@ -29,6 +29,7 @@ struct DemoArgs {
 
 std::string list(const std::vector<double>& v, const char* f) {
   std::vector<std::string> s;
+  s.reserve(v.size());
   for (double x : v) s.push_back(fmt::format(fmt::runtime(f), x));
   return fmt::format("{}", fmt::join(s, ", "));
 }

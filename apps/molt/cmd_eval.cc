@@ -160,9 +160,10 @@ void run_needle(const NeedleArgs& a) {
     if (filler.empty()) {
       // The tiny ladder ships its held-out split beside the rungs.
       const auto guess = std::filesystem::path(a.model).parent_path() / "data" / "test.txt";
-      if (!std::filesystem::exists(guess))
+      if (!std::filesystem::exists(guess)) {
         fail("no --filler given and {} does not exist; pass held-out prose with --filler",
              guess.string());
+      }
       filler = guess.string();
     }
     items = make_needles(*tok, read_all(filler), a.opt);

@@ -226,9 +226,10 @@ void run_report(const FitArgs& a) {
                      : "");
     }
   }
-  if (info.contains("lambda"))
+  if (info.contains("lambda")) {
     fmt::print("λ         {} applied to {}\n", text_of(info["lambda"]),
                text_of(info.value("lambda_applied_to", "")));
+  }
   if (info.contains("ranked_by")) fmt::print("ranking   {}\n", text_of(info["ranked_by"]));
   if (info.contains("calibration")) {
     const auto& c = info["calibration"];

@@ -87,6 +87,7 @@ void run(const NeedleArgs& a) {
   if (needles.empty()) fail("{}: no needles with \"context\": {}", a.needles, a.context);
 
   std::vector<std::vector<int32_t>> prompts;
+  prompts.reserve(needles.size());
   for (const Needle& n : needles) prompts.emplace_back(n.prompt.begin(), n.prompt.end() - 1);
   const ConditionSet set =
       transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors, a.floors, prompts);

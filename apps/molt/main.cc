@@ -65,19 +65,24 @@ void choose_omp_wait_policy(char** argv) {
 
 int main(int argc, char** argv) {
   choose_omp_wait_policy(argv);
-  CLI::App app{"molt — an on-device LLM runtime that changes model between two tokens"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "molt 0.1.0");
-  for (auto& setup : molt::cli::registry()) setup(app);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    CLI::App app{"molt — an on-device LLM runtime that changes model between two tokens"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "molt 0.1.0");
+    for (auto& setup : molt::cli::registry()) setup(app);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
   } catch (const molt::Error& e) {
     std::fprintf(stderr, "molt: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "molt: internal error: %s\n", e.what());
+    return 2;
+  } catch (...) {
+    std::fprintf(stderr, "molt: internal error: unknown exception\n");
     return 2;
   }
   return molt::cli::exit_code();

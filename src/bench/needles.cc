@@ -247,11 +247,17 @@ std::vector<NeedleItem> make_needles(const Tokenizer& tok, std::string_view fill
     NeedleItem item;
     item.chat = opt.chat_every > 0 && n % opt.chat_every == opt.chat_every - 1;
     if (item.chat) {
-      item.prompt =
-          "<|im_start|>user\n" + body + "\n\n" + question + "<|im_end|>\n<|im_start|>assistant\n";
+      item.prompt = "<|im_start|>user\n";
+      item.prompt += body;
+      item.prompt += "\n\n";
+      item.prompt += question;
+      item.prompt += "<|im_end|>\n<|im_start|>assistant\n";
       item.answer = ans;
     } else {
-      item.prompt = body + "\n\nQuestion: " + question + "\nAnswer:";
+      item.prompt = body;
+      item.prompt += "\n\nQuestion: ";
+      item.prompt += question;
+      item.prompt += "\nAnswer:";
       item.answer = " " + ans;
     }
     item.depth = static_cast<double>(cut) / static_cast<double>(std::max<size_t>(1, text.size()));

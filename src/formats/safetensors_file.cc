@@ -160,17 +160,18 @@ void* map_huge_aligned(int fd, size_t size) {
   void* r =
       ::mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return r;
-  const auto lo = reinterpret_cast<uintptr_t>(r), hi = lo + size + kHuge;
-  const uintptr_t at = (lo + kHuge - 1) & ~(kHuge - 1);
-  void* map = ::mmap(reinterpret_cast<void*>(at), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+  char* lo = static_cast<char*>(r);
+  char* hi = lo + size + kHuge;
+  char* at = lo + (kHuge - reinterpret_cast<uintptr_t>(lo) % kHuge) % kHuge;
+  void* map = ::mmap(at, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
   if (map == MAP_FAILED) {
     ::munmap(r, size + kHuge);
     return map;
   }
-  if (at > lo) ::munmap(r, at - lo);
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t end = (at + size + page - 1) / page * page;
-  if (hi > end) ::munmap(reinterpret_cast<void*>(end), hi - end);
+  if (at > lo) ::munmap(lo, static_cast<size_t>(at - lo));
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* end = at + (size + page - 1) / page * page;
+  if (hi > end) ::munmap(end, static_cast<size_t>(hi - end));
   ::madvise(map, size, MADV_HUGEPAGE);  // best effort: EINVAL without THP support
   return map;
 }
@@ -289,7 +290,8 @@ void SafetensorsFile::release_range(const void* p, size_t n) const {
   if (map_ == nullptr || at < base || at + n > base + size_) return;
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t first = (at + page - 1) / page * page, last = (at + n) / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (last > first)
+    ::madvise(static_cast<char*>(map_) + (first - base), last - first, MADV_DONTNEED);
 }
 
 }  // namespace molt

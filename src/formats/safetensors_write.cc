@@ -46,6 +46,7 @@ void check_tensors(const std::filesystem::path& path, const std::vector<TensorTo
 // one still starts at a multiple of its element size.
 std::vector<const TensorToWrite*> in_file_order(const std::vector<TensorToWrite>& tensors) {
   std::vector<const TensorToWrite*> v;
+  v.reserve(tensors.size());
   for (const auto& t : tensors) v.push_back(&t);
   std::sort(v.begin(), v.end(), [](auto* a, auto* b) {
     const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);

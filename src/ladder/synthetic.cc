@@ -91,7 +91,7 @@ fs::path write_synthetic_ladder(const fs::path& dir, const SyntheticLadderOption
       routes.push_back(route);
     }
   }
-  const fs::path manifest = dir / "ladder.json";
+  fs::path manifest = dir / "ladder.json";
   std::ofstream(manifest)
       << nlohmann::json{{"name", "synthetic-ladder"}, {"rungs", rungs}, {"routes", routes}}.dump(2)
       << "\n";

@@ -92,7 +92,7 @@ std::map<std::string, uint64_t> parse_key_values(const std::string& text,
     std::string key, value;
     if (!(ls >> key)) continue;
     if (!(ls >> value)) fail("{}: line '{}' has no value", source, line);
-    out[key] = parse_u64(value, source + ": " + key);
+    out[key] = parse_u64(value, fmt::format("{}: {}", source, key));
   }
   return out;
 }

@@ -63,9 +63,10 @@ std::unique_ptr<PsiTrigger> PsiTrigger::open(uint64_t stall_us, uint64_t window_
                                              std::string* why_not) {
   const int fd = ::open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (why_not)
+    if (why_not) {
       *why_not =
           fmt::format("cannot open /proc/pressure/memory for a trigger: {}", std::strerror(errno));
+    }
     return nullptr;
   }
   const std::string spec = fmt::format("some {} {}", stall_us, window_us);

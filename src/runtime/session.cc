@@ -70,9 +70,10 @@ SessionResult Session::run(std::span<const int32_t> prompt) {
     if (g.rung >= 0 && ladder_.rung(g.rung).state() == RungState::kLoaded) {
       b += static_cast<double>(ladder_.rung(g.rung).footprint().scratch_bytes);
     }
-    if (g.heal)
+    if (g.heal) {
       b += static_cast<double>(
           runtime::HealJob::extra_bytes(ladder_.rung(g.rung).config(), g.heal->positions()));
+    }
     return b / kMiB;
   };
   auto query = [&] {

@@ -80,11 +80,48 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// IEEE half from and to float in integer code, for compilers without _Float16 on the target
+// (clang before 15 on x86, which clang-tidy uses). Rounds to nearest even; NaN stays NaN.
+inline float f16_to_f32_portable(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man · 2^-24, exact in float
+    const float f = static_cast<float>(man) * 0x1p-24f;
+    return sign != 0 ? -f : f;
+  }
+  const uint32_t u = exp == 0x1f ? sign | 0x7f800000u | (man << 13)  // inf, NaN
+                                 : sign | ((exp + 112) << 23) | (man << 13);
+  return std::bit_cast<float>(u);
+}
+inline uint16_t f32_to_f16_portable(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u | ((a >> 13) & 0x3ffu);  // NaN, quiet
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to inf
+  if (a >= 0x38800000u) {                       // a normal half: rebias, round the low 13 bits
+    uint32_t r = a - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (r >> 13));
+  }
+  // Subnormal or zero: |f| / 2^-24 (exact) rounded to an integer, half to even.
+  const float v = std::bit_cast<float>(a) * 0x1p24f;
+  auto q = static_cast<uint32_t>(v);
+  const float rest = v - static_cast<float>(q);
+  if (rest > 0.5f || (rest == 0.5f && (q & 1u) != 0)) ++q;
+  return static_cast<uint16_t>(sign | q);  // q = 0x400 is the smallest normal, as it should be
+}
+
+#ifdef __FLT16_MANT_DIG__  // the compiler has _Float16 here: let it use the hardware
 inline float f16_to_f32(uint16_t h) {
   return static_cast<float>(std::bit_cast<_Float16>(h));
 }
 inline uint16_t f32_to_f16(float f) {
   return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
 }
+#else
+inline float f16_to_f32(uint16_t h) { return f16_to_f32_portable(h); }
+inline uint16_t f32_to_f16(float f) { return f32_to_f16_portable(f); }
+#endif
 
 }  // namespace molt
