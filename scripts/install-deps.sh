@@ -5,10 +5,11 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
-  libopenblas-openmp-dev liblapack-dev   # GEMM (OpenMP flavour: no thread fights on 2 cores), Cholesky
+  libopenblas-openmp-dev                 # GEMM (OpenMP flavour: no thread fights on 2 cores)
+  liblapack-dev liblapacke-dev           # Cholesky solve for the ridge maps (lapack.h is in liblapacke-dev)
   libhwy-dev                             # portable SIMD with runtime dispatch
   libpcre2-dev libutf8proc-dev           # Unicode pre-tokenizer regex, NFC
-  nlohmann-json3-dev libcli11-dev libfmt-dev libcpp-httplib-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev                             # SHA-256 (libcrypto)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
