@@ -9,6 +9,7 @@ function(molt_require_header header package)
   string(MAKE_C_IDENTIFIER "MOLT_HAVE_${header}" var)
   set(CMAKE_REQUIRED_INCLUDES ${ARGN})
   set(CMAKE_REQUIRED_QUIET ON)
+  set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)  # compile only: some headers need their library
   # A miss is cached too: look again, so that installing the package is enough.
   if(NOT ${var})
     unset(${var} CACHE)
@@ -57,7 +58,9 @@ molt_require_package(LAPACK liblapack-dev)
 molt_require_header(cblas.h libopenblas-openmp-dev ${BLAS_INCLUDE_DIRS})
 molt_require_header(lapack.h liblapacke-dev)
 molt_require_header(hwy/highway.h libhwy-dev ${HWY_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_DEFINITIONS -DPCRE2_CODE_UNIT_WIDTH=8)  # pcre2.h refuses to compile without
 molt_require_header(pcre2.h libpcre2-dev ${PCRE2_INCLUDE_DIRS})
+unset(CMAKE_REQUIRED_DEFINITIONS)
 molt_require_header(utf8proc.h libutf8proc-dev ${UTF8PROC_INCLUDE_DIRS})
 molt_require_header(nlohmann/json.hpp nlohmann-json3-dev)
 molt_require_header(CLI/CLI.hpp libcli11-dev)
