@@ -201,6 +201,51 @@ BENCHMARK(BM_MatvecVsTriad)
     ->Iterations(8)
     ->Unit(benchmark::kMillisecond);
 
+// Batched decode: one cold pass over the copies with n vectors (matvec_batch) against one with a
+// single vector (matvec), alternating in each iteration so both see the same background; the
+// best of each is kept. cost_vs_one = time(n) / time(1): 1 means the n dot products of a weight
+// row were free beside reading it, n means no gain over n matvecs. Args: dtype, rows, cols, n,
+// threads.
+void BM_MatvecBatch(benchmark::State& state) {
+  const auto dtype = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  set_num_threads(static_cast<int>(state.range(4)));
+  const Matrices m = make_matrices(dtype, rows, cols, true);
+  std::vector<float> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n * rows));
+  fill(DType::F32, x.size(), x.data(), 2);
+  using clock = std::chrono::steady_clock;
+  double best_one = 1e30, best_n = 1e30;
+  for (auto _ : state) {
+    auto t0 = clock::now();
+    for (const WeightMatrix& w : m.views) matvec(w, x.data(), y.data());
+    best_one = std::min(best_one, std::chrono::duration<double>(clock::now() - t0).count());
+    t0 = clock::now();
+    for (const WeightMatrix& w : m.views) matvec_batch(w, x.data(), n, y.data());
+    best_n = std::min(best_n, std::chrono::duration<double>(clock::now() - t0).count());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(m.views[0].bytes() * m.views.size());
+  state.counters["one_GB/s"] = bytes / best_one / 1e9;
+  state.counters["batch_GB/s"] = bytes / best_n / 1e9;
+  state.counters["cost_vs_one"] = best_n / best_one;
+  state.SetLabel(std::string(dtype_name(dtype)) + " " + simd_target_name());
+  set_num_threads(0);
+}
+
+void BatchShapes(benchmark::internal::Benchmark* b) {
+  const int64_t shapes[][2] = {{4864, 896}, {896, 4864}, {151936, 896}};
+  for (auto dtype : {DType::BF16, DType::F32, DType::F16}) {
+    for (const auto& s : shapes) {
+      for (int64_t n : {2, 3, 4, 8}) b->Args({static_cast<int64_t>(dtype), s[0], s[1], n, 2});
+    }
+  }
+}
+BENCHMARK(BM_MatvecBatch)
+    ->Apply(BatchShapes)
+    ->ArgNames({"dtype", "rows", "cols", "n", "thr"})
+    ->Iterations(6)
+    ->Unit(benchmark::kMillisecond);
+
 // Args: dtype, rows, cols, n (tokens). Prefill: GFLOP/s = 2 n rows cols / s.
 void BM_Matmul(benchmark::State& state) {
   const auto dtype = static_cast<DType>(state.range(0));

@@ -39,6 +39,7 @@ function(molt_part name)
     target_link_options(molt_${name} INTERFACE -fsanitize=address,undefined)
   endif()
   target_link_libraries(molt_all INTERFACE molt_${name})
+  set_property(GLOBAL APPEND PROPERTY MOLT_PART_TARGETS molt_${name})  # for libmolt.a
 endfunction()
 
 # molt_tests(name): tests/<name>/*_test.cc → one GoogleTest binary, registered with ctest.

@@ -1,6 +1,5 @@
 // Small parsing helpers shared by the subcommands.
 #include <charconv>
-#include <fstream>
 #include <string>
 
 #include "command.h"
@@ -30,21 +29,6 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag)
     i = j;
   }
   return ids;
-}
-
-double peak_rss_mib() {
-  std::ifstream f("/proc/self/status");
-  std::string key;
-  while (f >> key) {
-    if (key == "VmHWM:") {
-      double kb = 0;
-      f >> kb;
-      return kb / 1024.0;
-    }
-    std::string rest;
-    std::getline(f, rest);
-  }
-  return 0;
 }
 
 }  // namespace molt::cli

@@ -1,4 +1,5 @@
-// molt bench decode: prefill and decode speed of one model, beside the memory-bandwidth bound.
+// molt bench decode: prefill and decode speed of one model, beside the memory-bandwidth bound;
+// with --batch N, N sequences decoded together against the same sequences one at a time.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 #include "molt/common/error.h"
 #include "molt/kernels/bandwidth.h"
 #include "molt/kernels/threads.h"
+#include "molt/ladder/process_memory.h"
 #include "molt/model/model.h"
+#include "molt/runtime/metrics.h"
 
 namespace molt::cli {
 namespace {
@@ -27,6 +30,7 @@ struct BenchDecodeArgs {
   bool bandwidth = false;
   int rounds = 5;
   bool interleave = false;
+  int batch = 1;
 };
 
 // Bytes of weights a decode step reads: every layer matrix once plus the lm_head, with their
@@ -39,18 +43,109 @@ double weight_bytes_per_token(const Model& m) {
   return b;
 }
 
-// FLOPs of the linears for n tokens (2 per weight per token); attention is left out.
-double linear_flops(const Model& m, int64_t n) {
-  double p = static_cast<double>(m.weights().lm_head.rows * m.weights().lm_head.cols);
-  for (const LayerWeights& L : m.weights().layers) {
-    for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      p += static_cast<double>(w->rows * w->cols);
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+struct BatchFigures {
+  double batch_tok_s = 0, single_tok_s = 0;  // aggregate over the N sequences, both ways
+  std::vector<double> round_batch, round_single;
+  bool identical = true;  // every sequence's tokens equal batched and alone
+  int64_t first_mismatch = -1;
+};
+
+// N sequences (prompts of different lengths) decoded greedily a.tokens steps, batched
+// (decode_batch, one pass over the weights per step) and one at a time (decode on copies of the
+// same prefilled caches), side by side: rounds alternate which goes first, so the machine's
+// drift (neighbours, other builds) falls on both alike.
+BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937& rng) {
+  using clock = std::chrono::steady_clock;
+  const ModelConfig& c = m.config();
+  const int64_t N = a.batch, V = c.vocab_size;
+  std::uniform_int_distribution<int32_t> tok(
+      0, static_cast<int32_t>(std::min<int64_t>(V, 150000) - 1));
+  std::vector<KVCache> batched, alone;
+  std::vector<KVCache*> ptrs;
+  std::vector<float> batch_logits(static_cast<size_t>(N * V)), logits(static_cast<size_t>(V));
+  std::vector<int32_t> next_b(static_cast<size_t>(N)), next_a(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) {
+    const int64_t len = std::max<int64_t>(1, a.prompt_tokens * (N - i) / N);
+    std::vector<int32_t> prompt(static_cast<size_t>(len));
+    for (auto& t : prompt) t = tok(rng);
+    batched.push_back(m.new_cache(len + a.tokens + 1));
+    m.forward(prompt, batched.back(), {}, logits);
+    alone.push_back(batched.back().copy());
+    next_b[static_cast<size_t>(i)] = next_a[static_cast<size_t>(i)] = argmax(logits);
+  }
+  for (KVCache& k : batched) ptrs.push_back(&k);
+  // Warm-up of the batched path on throwaway caches (kernel buffers sized for N rows).
+  {
+    std::vector<KVCache> warm;
+    std::vector<KVCache*> wp;
+    for (int64_t i = 0; i < N; ++i) warm.push_back(m.new_cache(2));
+    for (KVCache& k : warm) wp.push_back(&k);
+    m.decode_batch(next_b, wp, batch_logits);
+  }
+  std::vector<std::vector<int32_t>> out_b(static_cast<size_t>(N)), out_a(static_cast<size_t>(N));
+  auto run_batched = [&](int n) {
+    for (int s = 0; s < n; ++s) {
+      m.decode_batch(next_b, ptrs, batch_logits);
+      for (int64_t i = 0; i < N; ++i) {
+        next_b[static_cast<size_t>(i)] =
+            argmax(std::span<const float>(batch_logits).subspan(static_cast<size_t>(i * V), V));
+        out_b[static_cast<size_t>(i)].push_back(next_b[static_cast<size_t>(i)]);
+      }
+    }
+  };
+  auto run_alone = [&](int n) {
+    for (int64_t i = 0; i < N; ++i) {
+      for (int s = 0; s < n; ++s) {
+        m.decode(next_a[static_cast<size_t>(i)], alone[static_cast<size_t>(i)], logits);
+        next_a[static_cast<size_t>(i)] = argmax(logits);
+        out_a[static_cast<size_t>(i)].push_back(next_a[static_cast<size_t>(i)]);
+      }
+    }
+  };
+  BatchFigures f;
+  const int rounds = std::min(a.rounds, a.tokens);
+  double batch_s = 0, single_s = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const int n = a.tokens * (r + 1) / rounds - a.tokens * r / rounds;
+    double tb = 0, ta = 0;
+    for (int part = 0; part < 2; ++part) {
+      const bool batched_part = (part == 0) == (r % 2 == 0);
+      const auto t0 = clock::now();
+      if (batched_part) {
+        run_batched(n);
+      } else {
+        run_alone(n);
+      }
+      (batched_part ? tb : ta) = std::chrono::duration<double>(clock::now() - t0).count();
+    }
+    batch_s += tb;
+    single_s += ta;
+    f.round_batch.push_back(static_cast<double>(N * n) / tb);
+    f.round_single.push_back(static_cast<double>(N * n) / ta);
+  }
+  f.batch_tok_s = static_cast<double>(N * a.tokens) / batch_s;
+  f.single_tok_s = static_cast<double>(N * a.tokens) / single_s;
+  for (int64_t i = 0; i < N && f.identical; ++i) {
+    if (out_b[static_cast<size_t>(i)] != out_a[static_cast<size_t>(i)]) {
+      f.identical = false;
+      f.first_mismatch = i;
     }
   }
-  return 2.0 * p * static_cast<double>(n);
+  return f;
 }
 
 void run(const BenchDecodeArgs& a) {
+  if (a.batch > 1 && a.bandwidth) fail("bench decode: --batch and --bandwidth are separate runs");
   set_num_threads(a.threads);
   LoadOptions load_options;
   load_options.precision = parse_precision(a.precision);
@@ -84,7 +179,8 @@ void run(const BenchDecodeArgs& a) {
   // figures are rates over its own seconds (steps ÷ decode time, pass bytes ÷ triad time), and
   // x bound is the median of the rounds' paired ratios. The best single pass (STREAM's own
   // statistic) is reported beside it.
-  const int rounds = a.bandwidth ? std::min(a.rounds, a.tokens) : 1;
+  // With --batch the single-sequence figure is the batch's side-by-side one (no loop here).
+  const int rounds = a.batch > 1 ? 0 : a.bandwidth ? std::min(a.rounds, a.tokens) : 1;
   const double bytes = weight_bytes_per_token(*model);
   std::unique_ptr<TriadProbe> probe;
   double triad_best_s = 1e30;
@@ -116,12 +212,10 @@ void run(const BenchDecodeArgs& a) {
       round_ratio.push_back(n / s * bytes / 1e9 / round_triad.back());
     }
   }
-  const double decode_tok_s = a.tokens / decode_s;
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-  };
+  BatchFigures batch;
+  if (a.batch > 1) batch = bench_batch(*model, a, rng);
+  const double decode_tok_s = a.batch > 1 ? batch.single_tok_s : a.tokens / decode_s;
+  const FlopCount flops = prefill_flop_count(model->config(), a.prompt_tokens);
   const double triad = a.bandwidth ? median(round_triad) : 0.0;
   const double x_bound = a.bandwidth ? median(round_ratio) : 0.0;
   const double triad_best = probe ? probe->bytes_per_pass() / triad_best_s / 1e9 : 0.0;
@@ -137,14 +231,18 @@ void run(const BenchDecodeArgs& a) {
       {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", bytes},
       {"decode_gb_s", decode_tok_s * bytes / 1e9},
-      {"peak_rss_mib", peak_rss_mib()},
+      {"peak_rss_mib", to_mib(read_process_memory().peak_bytes)},
       {"precision", a.precision},
       {"layout", q0.rows8 ? "rows8" : "rows"},
       {"load_s", load_s},
       {"weight_dtype", std::string(dtype_name(q0.dtype))},
       {"weight_bits", q0.quantized() ? q0.bits : 8 * static_cast<int>(dtype_size(q0.dtype))},
       {"group_size", q0.group_size},
-      {"prefill_gflop_s", linear_flops(*model, a.prompt_tokens) / prefill_s / 1e9}};
+      {"prefill_flops", flops.total()},
+      {"prefill_flops_linear", flops.linear},
+      {"prefill_flops_attention", flops.attention},
+      {"prefill_flops_lm_head", flops.lm_head},
+      {"prefill_gflop_s", flops.total() / prefill_s / 1e9}};
   if (a.bandwidth) {
     j["triad_gb_s"] = triad;
     j["bound_tok_s"] = triad * 1e9 / bytes;
@@ -158,12 +256,42 @@ void run(const BenchDecodeArgs& a) {
                              {"x_bound", round_ratio[r]}});
     }
   }
+  if (a.batch > 1) {
+    std::vector<double> ratios;
+    for (size_t r = 0; r < batch.round_batch.size(); ++r) {
+      ratios.push_back(batch.round_batch[r] / batch.round_single[r]);
+    }
+    j["batch"] = a.batch;
+    j["batch_decode_tok_s"] = batch.batch_tok_s;    // aggregate, N sequences together
+    j["single_decode_tok_s"] = batch.single_tok_s;  // the same N sequences one at a time
+    j["batch_speedup"] = batch.batch_tok_s / batch.single_tok_s;
+    j["batch_speedup_median_round"] = median(ratios);
+    j["batch_tokens_identical"] = batch.identical;
+    j["batch_rounds"] = nlohmann::json::array();
+    for (size_t r = 0; r < ratios.size(); ++r) {
+      j["batch_rounds"].push_back({{"batch_decode_tok_s", batch.round_batch[r]},
+                                   {"single_decode_tok_s", batch.round_single[r]},
+                                   {"batch_speedup", ratios[r]}});
+    }
+  }
   if (a.json) {
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("prefill  {:8.1f} tok/s  ({} tokens)\n", prefill_tok_s, a.prompt_tokens);
     fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token)\n",
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
+    if (a.batch > 1) {
+      fmt::print(
+          "batch    {:8.2f} tok/s  ({} sequences together; one at a time {:.2f} tok/s, side by "
+          "side "
+          "in {} alternating rounds)\n",
+          batch.batch_tok_s, a.batch, batch.single_tok_s, batch.round_batch.size());
+      fmt::print("x single {:8.2f}       (median of the rounds' ratios {:.2f}); tokens {}\n",
+                 batch.batch_tok_s / batch.single_tok_s,
+                 j["batch_speedup_median_round"].get<double>(),
+                 batch.identical ? "identical"
+                                 : fmt::format("DIFFER (sequence {})", batch.first_mismatch));
+    }
     if (a.bandwidth) {
       fmt::print(
           "triad    {:8.2f} GB/s  (a pass after every step; median of {} rounds; bound {:.2f} "
@@ -174,7 +302,12 @@ void run(const BenchDecodeArgs& a) {
       fmt::print("best     {:8.2f} GB/s  (fastest single triad pass; decode at {:.2f} of it)\n",
                  triad_best, decode_tok_s * bytes / 1e9 / triad_best);
     }
-    fmt::print("peak RSS {:8.1f} MiB\n", peak_rss_mib());
+    fmt::print("peak RSS {:8.1f} MiB\n", to_mib(read_process_memory().peak_bytes));
+  }
+  // Batched decode must not change a token: figures from a run where it did are no figures.
+  if (!batch.identical) {
+    fail("bench decode: batched tokens of sequence {} differ from decoding it alone",
+         batch.first_mismatch);
   }
 }
 
@@ -193,12 +326,17 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_flag("--interleave", a->interleave,
               "MLX weights with rows interleaved by 8 (a heap copy made at load; faster "
               "decode on x86)");
+  s->add_option("--batch", a->batch,
+                "decode N sequences together (one pass over the weights per step) beside the "
+                "same N one at a time, and report both")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s->add_flag("--bandwidth", a->bandwidth,
               "also time a STREAM triad pass after every decode step and report the bound");
   s->add_option(
        "--rounds", a->rounds,
        "with --bandwidth: decode rounds, each paired with the triad passes run between its "
-       "steps")
+       "steps; with --batch: rounds alternating batched and one-at-a-time decoding")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   s->callback([a] { run(*a); });

@@ -3,7 +3,6 @@
 // (A hold, B small, C reprefill, D molt, heal): killed?, stall at the seam, seam divergence.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "command.h"
@@ -11,6 +10,7 @@
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/synthetic.h"
+#include "molt/runtime/metrics.h"
 
 namespace molt::cli {
 namespace {
@@ -36,38 +36,25 @@ std::string list(const std::vector<double>& v, const char* f) {
 
 // One condition line: killed?, stall at each seam, seam divergence.
 void condition_line(const std::string& label, const std::string& policy, const EventLog& log) {
-  std::vector<double> stall, kl, over;
-  std::vector<std::string> seams, notes;
-  for (const MigrationEvent& m : log.migrations) {
-    stall.push_back(m.ms);
-    if (std::isfinite(m.seam_kl)) kl.push_back(m.seam_kl);
-    over.push_back(m.peak_mib - m.budget_mib);
-    seams.push_back(fmt::format("{}→{} {:.1f}", m.from, m.to, m.ms));
-    if (m.policy != policy && std::find(notes.begin(), notes.end(), m.policy) == notes.end()) {
-      notes.push_back(m.policy);
-    }
-  }
-  const DoneEvent& d = log.done;
+  const ConditionSummary c = summarize_condition(log.migrations, log.done, policy);
   std::string stall_s = "—", kl_s = "—", peak_s = "—";
-  if (d.killed) {
-    stall_s = fmt::format("— (killed after token {})", d.tokens - 1);
-  } else if (stall.empty()) {
-    stall_s = fmt::format("— (no seam: {} throughout)", fmt::join(d.rungs_used, ", "));
+  if (c.killed) {
+    stall_s = fmt::format("— (killed after token {})", c.tokens - 1);
+  } else if (c.seams.empty()) {
+    stall_s = fmt::format("— (no seam: {} throughout)", fmt::join(c.rungs_used, ", "));
   } else {
-    stall_s = fmt::format("max {:.1f} ({})", *std::max_element(stall.begin(), stall.end()),
-                          fmt::join(seams, ", "));
-    const double worst = *std::max_element(over.begin(), over.end());
-    peak_s = worst > 0 ? fmt::format("+{:.1f} MiB over", worst) : "within budget";
+    std::vector<std::string> seams;
+    for (const auto& s : c.seams) seams.push_back(fmt::format("{}→{} {:.1f}", s.from, s.to, s.ms));
+    stall_s = fmt::format("max {:.1f} ({})", c.max_stall_ms, fmt::join(seams, ", "));
+    peak_s = c.worst_overshoot_mib > 0 ? fmt::format("+{:.1f} MiB over", c.worst_overshoot_mib)
+                                       : "within budget";
   }
-  if (!kl.empty()) {
-    double mean = 0;
-    for (double x : kl) mean += x;
-    kl_s =
-        fmt::format("mean {:.3f} ({})", mean / static_cast<double>(kl.size()), list(kl, "{:.3f}"));
+  if (!c.seam_kl.empty()) {
+    kl_s = fmt::format("mean {:.3f} ({})", c.mean_seam_kl, list(c.seam_kl, "{:.3f}"));
   }
   fmt::print("{:<13} killed={:<5}  tokens {:>3}  stall ms {:<46}  seam KL {:<30}  seam peak {}{}\n",
-             label, d.killed, d.tokens, stall_s, kl_s, peak_s,
-             notes.empty() ? "" : fmt::format("  [ran {}]", fmt::join(notes, ", ")));
+             label, c.killed, c.tokens, stall_s, kl_s, peak_s,
+             c.fallbacks.empty() ? "" : fmt::format("  [ran {}]", fmt::join(c.fallbacks, ", ")));
 }
 
 void run(const DemoArgs& a) {

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "molt/bench/answer.h"
 #include "molt/bench/needles.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
@@ -74,14 +73,10 @@ void run_nll(const NllArgs& a) {
   // both sender and receiver. A model that uses context beyond token identity does clearly
   // better from its own cache than from the token-identity cache.
   if (a.prefix > 0) {
-    TokenIdentityCache ti(*model, windows);
-    std::vector<Condition> conds = {
-        {"token-identity cache",
-         [&ti](const KVCache&, std::span<const int32_t> t, KVCache& dst) { ti.fill(t, dst); }},
-        {"zero cache", [](const KVCache& src, std::span<const int32_t>, KVCache& dst) {
-           fill_zero_cache(src.size(), dst);
-         }}};
-    const TransferEval ev = evaluate_transfer(*model, *model, windows, a.prefix, conds, false);
+    ConditionSet floors;
+    add_floors(floors, *model, windows);
+    const TransferEval ev =
+        evaluate_transfer(*model, *model, windows, a.prefix, floors.conditions, false);
     nlohmann::json after = {{"prefix", a.prefix},
                             {"scored_tokens", ev.scored_tokens},
                             {"own_cache_nll", ev.native_nll}};
@@ -117,44 +112,14 @@ struct NeedleArgs {
   bool show = false;
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open", path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-std::vector<NeedleItem> read_needle_file(const std::string& path, int64_t context, int64_t count) {
-  std::ifstream f(path);
-  if (!f) fail("{}: cannot open", path);
-  std::vector<NeedleItem> out;
-  std::string line;
-  for (int64_t no = 1; std::getline(f, line) && static_cast<int64_t>(out.size()) < count; ++no) {
-    if (line.empty()) continue;
-    try {
-      const auto j = nlohmann::json::parse(line);
-      if (j.at("context").get<int64_t>() != context) continue;
-      NeedleItem n;
-      n.prompt = j.at("prompt").get<std::string>();
-      n.answer = j.at("answer").get<std::string>();
-      n.depth = j.value("depth", 0.0);
-      out.push_back(std::move(n));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}:{}: {}", path, no, e.what());
-    }
-  }
-  if (out.empty()) fail("{}: no needles with \"context\": {}", path, context);
-  return out;
-}
-
 void run_needle(const NeedleArgs& a) {
   set_num_threads(a.threads);
-  auto model = Model::load(a.model);
-  auto tok = Tokenizer::load(a.model);
+  auto ladder = Ladder::single(a.model);  // one rung: the one decode loop
+  if (ladder->tokenizer() == nullptr) fail("{}: no tokenizer files", a.model);
+  const Tokenizer* tok = ladder->tokenizer();
   std::vector<NeedleItem> items;
   if (!a.needles.empty()) {
-    items = read_needle_file(a.needles, a.opt.context, a.opt.count);
+    items = read_needles(a.needles, a.opt.context, a.opt.count);
   } else {
     std::string filler = a.filler;
     if (filler.empty()) {
@@ -166,9 +131,8 @@ void run_needle(const NeedleArgs& a) {
       }
       filler = guess.string();
     }
-    items = make_needles(*tok, read_all(filler), a.opt);
+    items = make_needles(*tok, read_text_file(filler), a.opt);
   }
-  const int64_t vocab = std::min<int64_t>(tok->vocab_size(), model->config().vocab_size);
   int64_t correct = 0;
   double mean_tokens = 0;
   nlohmann::json rows = nlohmann::json::array();
@@ -179,15 +143,7 @@ void run_needle(const NeedleArgs& a) {
     const int64_t answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
     if (prompt.empty() || answer_tokens == 0) fail("needle {}: empty prompt or answer", i);
     mean_tokens += static_cast<double>(prompt.size()) / static_cast<double>(items.size());
-    KVCache cache = model->new_cache(static_cast<int64_t>(prompt.size()) + answer_tokens);
-    std::vector<float> logits = model->prefill(prompt, cache);
-    std::vector<int32_t> out;
-    for (int64_t t = 0; t < answer_tokens; ++t) {
-      const auto best = std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin();
-      out.push_back(static_cast<int32_t>(best));
-      if (t + 1 < answer_tokens) logits = model->decode(out.back(), cache);
-    }
-    const std::string got = tok->decode(out);
+    const std::string got = tok->decode(greedy_answer(*ladder, 0, prompt, answer_tokens));
     const bool ok = needle_answer_matches(got, n.answer);
     correct += ok;
     if (a.show) {

@@ -1,20 +1,13 @@
-// molt generate: stream tokens from one model.
+// molt generate: stream tokens from one model or an elastic ladder.
 #include <fmt/core.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <optional>
 
 #include "command.h"
 #include "ladder_cli.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/model/model.h"
-#include "molt/model/sampler.h"
-#include "molt/tokenizer/chat_template.h"
-#include "molt/tokenizer/tokenizer.h"
 
 namespace molt::cli {
 namespace {
@@ -33,73 +26,23 @@ struct GenerateArgs {
 };
 
 void run(const GenerateArgs& a) {
-  if (!a.ladder.ladder.empty()) {
-    run_ladder_generate(
-        a.ladder, {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads});
-    return;
+  if (a.model.empty() == a.ladder.ladder.empty())
+    fail("give --model DIR (one model) or --ladder FILE (an elastic ladder), not both");
+  if (!a.ladder.ladder.empty() && a.precision != "native") {
+    fail("--precision applies to --model only (a ladder's rungs are stored at their precision)");
   }
-  if (a.model.empty()) fail("give --model DIR (one model) or --ladder FILE (an elastic ladder)");
+  if (!a.ladder.ladder.empty() && a.interleave) {
+    fail("--interleave applies to --model only (re-lay a ladder's rungs with molt quantize)");
+  }
   set_num_threads(a.threads);
-  LoadOptions load_options;
-  load_options.precision = parse_precision(a.precision);
-  load_options.interleave = a.interleave;
-  auto model = Model::load(a.model, load_options);
-  const ModelConfig& c = model->config();
-  // Text in, text out when a prompt is given (the tokenizer comes from the model directory);
-  // ids in, ids out otherwise, so synthetic checkpoints need no tokenizer.
-  std::unique_ptr<Tokenizer> tok;
-  std::vector<int32_t> history;
-  if (!a.prompt.empty()) {
-    if (!a.ids.empty()) fail("give --prompt or --ids, not both");
-    tok = Tokenizer::load(a.model);
-    const std::string text =
-        a.chat ? apply_chat_template({{"user", a.prompt}}, /*add_generation_prompt=*/true)
-               : a.prompt;
-    history = tok->encode(text);
-  } else {
-    if (a.chat) fail("--chat needs --prompt");
-    history = parse_ids(a.ids, "--ids");
-  }
-  if (history.empty()) fail("no prompt: give --prompt TEXT or --ids \"i j k\"");
-  std::optional<StreamDecoder> text_out;
-  if (tok) text_out.emplace(*tok, /*skip_special=*/true);
-  // Embedding rows past the tokenizer's ids are padding (Qwen2.5: 151665..151935): never sample.
-  const int64_t sampleable = tok ? std::min(tok->vocab_size(), c.vocab_size) : c.vocab_size;
-  Sampler sampler(a.sampling);
-  KVCache cache = model->new_cache(static_cast<int64_t>(history.size()) + a.max_tokens);
-
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  std::vector<float> logits = model->prefill(history, cache);
-  const auto t1 = clock::now();
-  int generated = 0;
-  for (; generated < a.max_tokens; ++generated) {
-    std::fill(logits.begin() + sampleable, logits.end(), -INFINITY);
-    const int32_t next = sampler.sample(logits, history);
-    history.push_back(next);
-    if (text_out) {
-      fmt::print("{}", text_out->push(next));
-    } else {
-      fmt::print("{}{}", generated ? " " : "", next);
-    }
-    std::fflush(stdout);
-    const bool eos =
-        std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), next) != c.eos_token_ids.end();
-    if (eos && !a.ignore_eos) {
-      ++generated;
-      break;
-    }
-    if (generated + 1 < a.max_tokens) logits = model->decode(next, cache);
-  }
-  const auto t2 = clock::now();
-  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
-  if (text_out) fmt::print("{}", text_out->flush());
-  fmt::print("\n");
-  std::fflush(stdout);
-  fmt::print(stderr, "{} prompt tokens in {:.1f} ms, {} tokens generated at {:.1f} tok/s\n",
-             history.size() - generated, prefill_s * 1e3, generated,
-             generated > 1 ? (generated - 1) / decode_s : 0.0);
+  // A single model is a one-rung ladder: one decode loop for both.
+  LoadOptions load;
+  load.precision = parse_precision(a.precision);
+  load.interleave = a.interleave;
+  auto ladder = a.model.empty() ? Ladder::open(a.ladder.ladder) : Ladder::single(a.model, load);
+  run_generate(*ladder, a.ladder,
+               {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads},
+               /*single=*/!a.model.empty());
 }
 
 const bool registered = register_command([](CLI::App& root) {

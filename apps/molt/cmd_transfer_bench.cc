@@ -11,6 +11,8 @@
 #include "command.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
+#include "molt/ladder/process_memory.h"
+#include "molt/runtime/metrics.h"
 #include "molt/transfer/map_file.h"
 #include "molt/transfer/transfer.h"
 
@@ -28,23 +30,6 @@ struct BenchArgs {
 using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
-}
-
-// FLOPs of a prefill of n tokens: every layer matrix once per token, causal attention, and the
-// last position's logits.
-double prefill_flops(const Model& m, int64_t n) {
-  const ModelConfig& c = m.config();
-  double per_token = 0;
-  for (const LayerWeights& L : m.weights().layers) {
-    for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      per_token += 2.0 * static_cast<double>(w->rows * w->cols);
-    }
-  }
-  const double attn =
-      4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
-      (static_cast<double>(n) * (n + 1) / 2);
-  return per_token * static_cast<double>(n) + attn +
-         2.0 * static_cast<double>(c.vocab_size * c.hidden_size);
 }
 
 void run(const BenchArgs& a) {
@@ -96,7 +81,7 @@ void run(const BenchArgs& a) {
 
   const double apply = apply_ms.front(), prefill = prefill_ms.front();
   const double map_flops = map->flops_per_position() * static_cast<double>(n);
-  const double pf_flops = prefill_flops(*receiver, n);
+  const double pf_flops = prefill_flops(receiver->config(), n);
   const nlohmann::json j = {{"from", a.from},
                             {"to", a.to},
                             {"maps", a.maps},
@@ -116,7 +101,7 @@ void run(const BenchArgs& a) {
                             {"reprefill_gflop", pf_flops / 1e9},
                             {"flops_saved_gflop", (pf_flops - map_flops) / 1e9},
                             {"sender_prefill_ms", sender_ms},
-                            {"peak_rss_mib", peak_rss_mib()}};
+                            {"peak_rss_mib", to_mib(read_process_memory().peak_bytes)}};
   if (a.json) {
     fmt::print("{}\n", j.dump());
     return;
@@ -129,7 +114,7 @@ void run(const BenchArgs& a) {
              a.prefill_repeat);
   fmt::print("ratio             {:10.4f}     (apply / re-prefill; {:.1f}× faster)\n",
              apply / prefill, prefill / apply);
-  fmt::print("peak RSS          {:10.1f} MiB\n", peak_rss_mib());
+  fmt::print("peak RSS          {:10.1f} MiB\n", to_mib(read_process_memory().peak_bytes));
 }
 
 const bool registered = register_command([](CLI::App& root) {

@@ -6,11 +6,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "molt/bench/answer.h"
+#include "molt/bench/needles.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 
@@ -32,65 +33,36 @@ struct Needle {
   int64_t answer_tokens = 0;
 };
 
-std::string trim(std::string s) {
-  const auto ws = [](unsigned char c) { return std::isspace(c) != 0; };
-  while (!s.empty() && ws(s.back())) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && ws(s[i])) ++i;
-  return s.substr(i);
-}
-
-// Greedy answer of `model` from a cache holding prompt[0, n−1): decode the last prompt token,
-// then the answer's length in tokens.
-std::string answer(const Model& model, const Tokenizer& tok, KVCache& cache, const Needle& n) {
-  const int64_t vocab = std::min<int64_t>(tok.vocab_size(), model.config().vocab_size);
-  std::vector<float> logits = model.decode(n.prompt.back(), cache);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n.answer_tokens; ++i) {
-    const int32_t t = static_cast<int32_t>(
-        std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
-    out.push_back(t);
-    if (i + 1 < n.answer_tokens) logits = model.decode(t, cache);
-  }
-  return tok.decode(out);
-}
-
 void run(const NeedleArgs& a) {
   set_num_threads(a.threads);
-  auto sender = Model::load(a.from);
-  auto receiver = Model::load(a.to);
-  auto map = CacheMap::load(a.maps, *sender, *receiver);
+  // Each side is a one-rung ladder, so every answer decodes through the one generation loop.
+  auto sender_ladder = Ladder::single(a.from), receiver_ladder = Ladder::single(a.to);
+  sender_ladder->rung(0).load();
+  receiver_ladder->rung(0).load();
+  const Model& sender = sender_ladder->rung(0).model();
+  const Model& receiver = receiver_ladder->rung(0).model();
+  auto map = CacheMap::load(a.maps, sender, receiver);
   auto tok = Tokenizer::load(a.from);
-  std::ifstream f(a.needles);
-  if (!f) fail("{}: cannot open", a.needles);
+  auto answer = [&](Ladder& l, KVCache cache, const Needle& n) {
+    return tok->decode(greedy_answer_from(l, 0, std::move(cache), n.prompt, n.answer_tokens));
+  };
   std::vector<Needle> needles;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(f, line) && static_cast<int64_t>(needles.size()) < a.count) {
-    ++line_no;
-    if (line.empty()) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-      if (j.at("context").get<int64_t>() != a.context) continue;
-      Needle n;
-      n.prompt = tok->encode(j.at("prompt").get<std::string>());
-      n.answer = j.at("answer").get<std::string>();
-      n.answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
-      if (n.prompt.size() < 2 || n.answer_tokens == 0)
-        fail("{}:{}: empty prompt or answer", a.needles, line_no);
-      needles.push_back(std::move(n));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}:{}: {}", a.needles, line_no, e.what());
+  for (const NeedleItem& item : read_needles(a.needles, a.context, a.count)) {
+    Needle n;
+    n.prompt = tok->encode(item.prompt);
+    n.answer = item.answer;
+    n.answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
+    if (n.prompt.size() < 2 || n.answer_tokens == 0) {
+      fail("{}: needle {}: empty prompt or answer", a.needles, needles.size());
     }
+    needles.push_back(std::move(n));
   }
-  if (needles.empty()) fail("{}: no needles with \"context\": {}", a.needles, a.context);
 
   std::vector<std::vector<int32_t>> prompts;
   prompts.reserve(needles.size());
   for (const Needle& n : needles) prompts.emplace_back(n.prompt.begin(), n.prompt.end() - 1);
   const ConditionSet set =
-      transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors, a.floors, prompts);
+      transfer_conditions(*map, sender, receiver, a.recompute, a.anchors, a.floors, prompts);
   std::vector<std::string> names = {"sender reads the prompt", "receiver reads the prompt"};
   for (const Condition& c : set.conditions) names.push_back(c.name);
   std::vector<int64_t> correct(names.size(), 0);
@@ -99,22 +71,21 @@ void run(const NeedleArgs& a) {
     const std::span<const int32_t> head(n.prompt.data(), n.prompt.size() - 1);
     const int64_t cap = static_cast<int64_t>(n.prompt.size()) + n.answer_tokens;
     mean_tokens += static_cast<double>(n.prompt.size()) / static_cast<double>(needles.size());
-    KVCache src = sender->new_cache(cap, /*keep_hidden=*/!a.recompute.empty());
-    sender->forward(head, src, {});
+    KVCache src = sender.new_cache(cap, /*keep_hidden=*/!a.recompute.empty());
+    sender.forward(head, src, {});
     std::vector<std::string> got;
     {
-      KVCache own = src;
-      got.push_back(answer(*sender, *tok, own, n));
-      KVCache native = receiver->new_cache(cap);
-      receiver->forward(head, native, {});
-      got.push_back(answer(*receiver, *tok, native, n));
+      got.push_back(answer(*sender_ladder, src.copy(), n));
+      KVCache native = receiver.new_cache(cap);
+      receiver.forward(head, native, {});
+      got.push_back(answer(*receiver_ladder, std::move(native), n));
     }
     for (const Condition& c : set.conditions) {
-      KVCache dst = receiver->new_cache(cap);
+      KVCache dst = receiver.new_cache(cap);
       c.fill(src, head, dst);
-      got.push_back(answer(*receiver, *tok, dst, n));
+      got.push_back(answer(*receiver_ladder, std::move(dst), n));
     }
-    for (size_t i = 0; i < got.size(); ++i) correct[i] += trim(got[i]) == trim(n.answer);
+    for (size_t i = 0; i < got.size(); ++i) correct[i] += needle_answer_matches(got[i], n.answer);
   }
   const double N = static_cast<double>(needles.size());
   nlohmann::json rows = nlohmann::json::array();

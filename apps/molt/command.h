@@ -33,7 +33,4 @@ namespace molt::cli {
 // Parses "i j k" (spaces or commas) into token ids; errors name the flag and the bad item.
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag);
 
-// Peak resident set size of this process in MiB (VmHWM).
-double peak_rss_mib();
-
 }  // namespace molt::cli

@@ -3,26 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <random>
-
 #include "command.h"
 #include "molt/common/error.h"
-#include "molt/tokenizer/chat_template.h"
-#include "molt/transfer/corpus.h"
-#include "molt/transfer/fit.h"
-#include "molt/transfer/map_file.h"
+#include "molt/runtime/prompt.h"
+#include "molt/runtime/route_setup.h"
 
 namespace molt::cli {
-namespace {
-
-void emit(std::FILE* out, const nlohmann::json& j) {
-  fmt::print(out, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  std::fflush(out);
-}
-
-}  // namespace
 
 void add_ladder_flags(CLI::App* s, LadderFlags& f) {
   s->add_option("--ladder", f.ladder,
@@ -57,53 +43,18 @@ SessionOptions session_options(const LadderFlags& f) {
   o.transfer.anchors = f.anchors;
   o.transfer.recompute_layers = f.recompute_layers;
   o.measure_seams = o.measure_rss = f.measure;
+  o.validate();
   return o;
 }
 
 std::vector<int32_t> encode_prompt(const Ladder& ladder, const std::string& text, bool chat,
                                    const std::string& ids, std::vector<int32_t>* stop_ids) {
-  if (!ids.empty()) return parse_ids(ids, "--ids");
+  if (!ids.empty()) return prompt_from_ids(ladder, parse_ids(ids, "--ids"), "--ids").ids;
   if (text.empty()) fail("give the prompt with --prompt TEXT (or --ids)");
-  const Tokenizer* tok = ladder.tokenizer();
-  if (tok == nullptr) {
-    fail("--prompt: ladder {} has no tokenizer files ({}); give token ids with --ids",
-         ladder.manifest().file.string(), ladder.tokenizer_note());
-  }
-  if (!chat) return tok->encode(text);
-  const int32_t im_end = tok->token_id("<|im_end|>");
-  if (im_end < 0 || tok->token_id("<|im_start|>") < 0) {
-    fail("--chat: the ladder's tokenizer has no <|im_start|> / <|im_end|> tokens");
-  }
-  if (stop_ids) stop_ids->push_back(im_end);
-  return tok->encode(apply_chat_template({{"user", text, {}}}, true));
-}
-
-void fit_missing_maps(const Ladder& l, std::FILE* log) {
-  const std::filesystem::path corpus = l.manifest().file.parent_path() / "random-ids.txt";
-  {
-    std::ofstream f(corpus);
-    std::mt19937 rng(5);
-    for (int i = 0; i < 16 * 64 + 8; ++i) f << rng() % static_cast<uint32_t>(l.vocab_size()) << ' ';
-  }
-  for (const ManifestRoute& r : l.manifest().routes) {
-    if (r.method != "maps" || r.maps_present()) continue;
-    auto s = Model::load(l.rung(l.index(r.from)).path()),
-         d = Model::load(l.rung(l.index(r.to)).path());
-    FitOptions fo;
-    fo.sequences = 16;
-    fo.seq_len = 64;
-    fo.stride = 2;
-    fo.heldout_every = 4;
-    fo.select_windows = 2;
-    fo.corpus_name = "random ids";
-    fo.sender_name = r.from;
-    fo.receiver_name = r.to;
-    auto stream = TokenStream::ids(corpus);
-    const RouteStats st = collect_stats(*s, *d, *stream, fo);
-    write_map_dir(r.maps, solve_route(st, *s, *d, fo));
-    if (log)
-      fmt::print(log, "fitted {} → {} on random ids into {}\n", r.from, r.to, r.maps.string());
-  }
+  Prompt p = chat ? encode_chat(ladder, {{"user", text}}, "--chat")
+                  : encode_text(ladder, text, "--prompt");
+  if (stop_ids) stop_ids->insert(stop_ids->end(), p.stop_ids.begin(), p.stop_ids.end());
+  return std::move(p.ids);
 }
 
 void print_ladder(std::FILE* out, const Ladder& l, int64_t context) {
@@ -172,28 +123,6 @@ void StreamPrinter::on_done(const DoneEvent& e) {
                   "peak {:.1f} MiB · killed={}",
                   e.tokens, fmt::join(e.rungs_used, ", "), e.migrations, e.migration_ms, e.parks,
                   e.peak_mib, e.killed));
-}
-
-void JsonPrinter::on_token(const TokenEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_migration(const MigrationEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_budget(const BudgetEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_park(const ParkEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_resume(const ResumeEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_heal(const HealEvent& e) {
-  emit(out_, to_json(e));
-}
-void JsonPrinter::on_done(const DoneEvent& e) {
-  emit(out_, to_json(e));
 }
 
 }  // namespace molt::cli

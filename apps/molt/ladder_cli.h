@@ -1,5 +1,5 @@
 // Shared by `molt generate --ladder` and `molt demo`: prompt encoding, session options from
-// flags, and the two renderings of the event stream (text with the rung visible, JSON lines).
+// flags, and the text rendering of the event stream (JSON lines: molt::JsonLineSink).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "molt/ladder/ladder.h"
+#include "molt/runtime/route_setup.h"
 #include "molt/runtime/session.h"
 
 namespace molt::cli {
@@ -32,8 +33,10 @@ struct LadderRun {
   bool ignore_eos = false;
   int threads = 0;
 };
-// `molt generate --ladder ...`: streams the answer (text or JSON lines) under the budget.
-void run_ladder_generate(const LadderFlags& f, const LadderRun& r);
+// `molt generate`: streams the answer (text, or JSON lines) under the budget. `single`: the
+// ladder is one --model (plain text or ids out, a speed line on stderr); else the rung of each
+// token and every switch are shown.
+void run_generate(Ladder& ladder, const LadderFlags& f, const LadderRun& r, bool single);
 // The budget source the flags name: --trace FILE, --live, or no limit.
 std::unique_ptr<BudgetSource> budget_source(const LadderFlags& f, std::FILE* notes);
 
@@ -41,10 +44,6 @@ std::unique_ptr<BudgetSource> budget_source(const LadderFlags& f, std::FILE* not
 // `chat`; *stop_ids then gets <|im_end|>). Errors say what is missing.
 std::vector<int32_t> encode_prompt(const Ladder& ladder, const std::string& text, bool chat,
                                    const std::string& ids, std::vector<int32_t>* stop_ids);
-
-// Fits every "maps" route whose folder is absent on random token ids: for synthetic ladders,
-// so molt runs its real map files and code path (the maps' quality means nothing there).
-void fit_missing_maps(const Ladder& ladder, std::FILE* log);
 
 // One line per rung: name, precision, geometry, footprint at `context` tokens.
 void print_ladder(std::FILE* out, const Ladder& ladder, int64_t context);
@@ -67,22 +66,6 @@ class StreamPrinter : public EventSink {
   std::FILE* out_;
   bool mid_line_ = false;
   std::string rung_;
-};
-
-// One JSON object per line.
-class JsonPrinter : public EventSink {
- public:
-  explicit JsonPrinter(std::FILE* out) : out_(out) {}
-  void on_token(const TokenEvent& e) override;
-  void on_migration(const MigrationEvent& e) override;
-  void on_budget(const BudgetEvent& e) override;
-  void on_park(const ParkEvent& e) override;
-  void on_resume(const ResumeEvent& e) override;
-  void on_heal(const HealEvent& e) override;
-  void on_done(const DoneEvent& e) override;
-
- private:
-  std::FILE* out_;
 };
 
 }  // namespace molt::cli

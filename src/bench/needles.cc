@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <span>
+#include <sstream>
 
 #include "molt/common/error.h"
 #include "molt/tokenizer/tokenizer.h"
@@ -268,6 +271,38 @@ std::vector<NeedleItem> make_needles(const Tokenizer& tok, std::string_view fill
 
 bool needle_answer_matches(std::string_view got, std::string_view expected) {
   return trim(got) == trim(expected);
+}
+
+std::vector<NeedleItem> read_needles(const std::filesystem::path& file, int64_t context,
+                                     int64_t count) {
+  std::ifstream f(file);
+  if (!f) fail("{}: cannot open", file.string());
+  std::vector<NeedleItem> out;
+  std::string line;
+  for (int64_t no = 1; std::getline(f, line) && static_cast<int64_t>(out.size()) < count; ++no) {
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("context").get<int64_t>() != context) continue;
+      NeedleItem n;
+      n.prompt = j.at("prompt").get<std::string>();
+      n.answer = j.at("answer").get<std::string>();
+      n.depth = j.value("depth", 0.0);
+      out.push_back(std::move(n));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}:{}: {}", file.string(), no, e.what());
+    }
+  }
+  if (out.empty()) fail("{}: no needles with \"context\": {}", file.string(), context);
+  return out;
+}
+
+std::string read_text_file(const std::filesystem::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) fail("{}: cannot open", file.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 }  // namespace molt

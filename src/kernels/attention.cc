@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -32,9 +33,17 @@ struct Layout {
   float scale;
 };
 
-// One decode task: the query heads of KV head `kv_head` for query row `i`, keys [j0, j1).
+// One decode task: the query heads of KV head `kv_head` for query row `i` of sequence `seq`,
+// keys [j0, j1).
 struct DecodeTask {
-  int64_t i, kv_head, j0, j1;
+  int64_t seq, i, kv_head, j0, j1;
+};
+
+// The queries of one decode call: n rows at positions p0 .. of one cache.
+struct DecodeSeq {
+  const float *q, *k, *v;
+  int64_t p0, n;
+  float* out;
 };
 
 }  // namespace
@@ -248,49 +257,78 @@ HWY_EXPORT(DecodePartial);
 
 namespace {
 
-void attention_decode(const AttentionShape& s, const Layout& l, const float* q, const float* k,
-                      const float* v, int64_t p0, int64_t n, float* out) {
-  // Enough tasks to feed every thread; splits of at least 256 keys so merging stays cheap.
-  const int64_t rows = s.n_kv_heads * n, threads = omp_get_max_threads();
-  const int64_t splits =
-      std::max<int64_t>(1, std::min((threads + rows - 1) / rows, (p0 + 1) / 256));
-  std::vector<DecodeTask> tasks;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t len = p0 + i + 1;
-    for (int64_t g = 0; g < s.n_kv_heads; ++g) {
-      for (int64_t sp = 0; sp < splits; ++sp) {
-        tasks.push_back({i, g, len * sp / splits, len * (sp + 1) / splits});
+// The decode path for one or several sequences (batched decode: one query each, own caches) in
+// one parallel region. A sequence's splits depend only on its own rows and length, so each
+// gets the same tasks, partials and merge, bit for bit, as when it is attended alone.
+void attention_decode(const AttentionShape& s, const Layout& l, std::span<const DecodeSeq> seqs) {
+  const int64_t threads = omp_get_max_threads();
+  // The calling thread's working memory, kept between calls: a decode step allocates only when
+  // its context is longer than any this thread has attended over (geometric growth).
+  thread_local std::vector<DecodeTask> tasks;
+  thread_local std::vector<float> partial, scores;
+  tasks.clear();
+  int64_t longest = 0;
+  for (size_t q = 0; q < seqs.size(); ++q) {
+    const DecodeSeq& sq = seqs[q];
+    // Enough tasks to feed every thread; splits of at least 256 keys so merging stays cheap.
+    const int64_t rows = s.n_kv_heads * sq.n;
+    const int64_t splits =
+        std::max<int64_t>(1, std::min((threads + rows - 1) / rows, (sq.p0 + 1) / 256));
+    for (int64_t i = 0; i < sq.n; ++i) {
+      const int64_t len = sq.p0 + i + 1;
+      for (int64_t g = 0; g < s.n_kv_heads; ++g) {
+        for (int64_t sp = 0; sp < splits; ++sp) {
+          tasks.push_back(
+              {static_cast<int64_t>(q), i, g, len * sp / splits, len * (sp + 1) / splits});
+          longest = std::max(longest, tasks.back().j1 - tasks.back().j0);
+        }
       }
     }
   }
-  const int64_t part_size = l.group * (l.hd + 2);
-  std::vector<float> partial(tasks.size() * static_cast<size_t>(part_size));
+  const int64_t part_size = l.group * (l.hd + 2), per_thread = l.group * longest;
+  if (partial.size() < tasks.size() * static_cast<size_t>(part_size)) {
+    partial.resize(tasks.size() * static_cast<size_t>(part_size));
+  }
+  if (scores.size() < static_cast<size_t>(threads * per_thread)) {
+    scores.resize(static_cast<size_t>(threads * per_thread));
+  }
   const auto kernel = HWY_DYNAMIC_DISPATCH(DecodePartial);
   const auto count = static_cast<int64_t>(tasks.size());
+  const DecodeTask* task_list = tasks.data();
+  const DecodeSeq* seq_list = seqs.data();
+  float* partials = partial.data();
+  float* all_scores = scores.data();
 #pragma omp parallel
   {
-    std::vector<float> scores;
+    float* mine = all_scores + omp_get_thread_num() * per_thread;
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < count; ++t) {
-      const DecodeTask& task = tasks[static_cast<size_t>(t)];
-      scores.resize(static_cast<size_t>(l.group * (task.j1 - task.j0)));
-      kernel(l, q, k, v, task, scores.data(), partial.data() + t * part_size);
+      const DecodeSeq& sq = seq_list[task_list[t].seq];
+      kernel(l, sq.q, sq.k, sq.v, task_list[t], mine, partials + t * part_size);
     }
   }
-  // Merge the splits of each (row, kv head): rescale each to the overall max.
-  for (int64_t r = 0; r < rows; ++r) {
-    const DecodeTask& first = tasks[static_cast<size_t>(r * splits)];
+  // Merge the splits of each (sequence, row, kv head), consecutive in the task list: rescale
+  // each to the overall max.
+  for (int64_t t0 = 0; t0 < count;) {
+    const DecodeTask& first = tasks[static_cast<size_t>(t0)];
+    int64_t t1 = t0 + 1;
+    while (t1 < count && tasks[static_cast<size_t>(t1)].seq == first.seq &&
+           tasks[static_cast<size_t>(t1)].i == first.i &&
+           tasks[static_cast<size_t>(t1)].kv_head == first.kv_head) {
+      ++t1;
+    }
+    const int64_t splits = t1 - t0;
+    float* out = seq_list[first.seq].out;
     for (int64_t g = 0; g < l.group; ++g) {
       float m = -INFINITY;
       for (int64_t sp = 0; sp < splits; ++sp) {
-        m = std::fmax(m,
-                      partial[static_cast<size_t>((r * splits + sp) * part_size + g * (l.hd + 2))]);
+        m = std::fmax(m, partial[static_cast<size_t>((t0 + sp) * part_size + g * (l.hd + 2))]);
       }
       float* o = out + first.i * l.q_stride + (first.kv_head * l.group + g) * l.hd;
       std::fill(o, o + l.hd, 0.0f);
       float sum = 0.0f;
       for (int64_t sp = 0; sp < splits; ++sp) {
-        const float* part = partial.data() + (r * splits + sp) * part_size + g * (l.hd + 2);
+        const float* part = partial.data() + (t0 + sp) * part_size + g * (l.hd + 2);
         const float w = std::exp(part[0] - m);
         sum += w * part[1];
         for (int64_t c = 0; c < l.hd; ++c) o[c] += w * part[2 + c];
@@ -298,6 +336,7 @@ void attention_decode(const AttentionShape& s, const Layout& l, const float* q, 
       const float inv = 1.0f / sum;
       for (int64_t c = 0; c < l.hd; ++c) o[c] *= inv;
     }
+    t0 = t1;
   }
 }
 
@@ -332,7 +371,8 @@ void attention_prefill(const AttentionShape& s, const Layout& l, const float* q,
   // BLAS runs single-threaded inside the region (OpenBLAS checks omp_in_parallel).
 #pragma omp parallel
   {
-    std::vector<float> scratch;
+    // Each thread's own, kept between calls (the pool's threads live on).
+    thread_local std::vector<float> scratch;
     // Later blocks see more keys: hand them out first so the threads finish together.
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < tasks; ++t) {
@@ -342,27 +382,43 @@ void attention_prefill(const AttentionShape& s, const Layout& l, const float* q,
   }
 }
 
+Layout checked_layout(const AttentionShape& s, const char* op) {
+  if (s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) {
+    fail("{}: shape n_heads={} n_kv_heads={} head_dim={} must be positive", op, s.n_heads,
+         s.n_kv_heads, s.head_dim);
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    fail("{}: n_kv_heads {} does not divide n_heads {}", op, s.n_kv_heads, s.n_heads);
+  }
+  return {s.head_dim, s.n_heads / s.n_kv_heads, s.n_heads * s.head_dim, s.n_kv_heads * s.head_dim,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)))};
+}
+
 }  // namespace
 
 void attention(const AttentionShape& s, const float* q, const float* k, const float* v, int64_t p0,
                int64_t n, float* out) {
-  if (s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) {
-    fail("attention: shape n_heads={} n_kv_heads={} head_dim={} must be positive", s.n_heads,
-         s.n_kv_heads, s.head_dim);
-  }
-  if (s.n_heads % s.n_kv_heads != 0) {
-    fail("attention: n_kv_heads {} does not divide n_heads {}", s.n_kv_heads, s.n_heads);
-  }
+  const Layout l = checked_layout(s, "attention");
   if (p0 < 0 || n < 0) fail("attention: p0 {} and n {} must be non-negative", p0, n);
   if (n == 0) return;
-  const Layout l{s.head_dim, s.n_heads / s.n_kv_heads, s.n_heads * s.head_dim,
-                 s.n_kv_heads * s.head_dim,
-                 static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)))};
   if (n < 16) {
-    attention_decode(s, l, q, k, v, p0, n, out);
+    const DecodeSeq one{q, k, v, p0, n, out};
+    attention_decode(s, l, std::span(&one, 1));
   } else {
     attention_prefill(s, l, q, k, v, p0, n, out);
   }
+}
+
+void attention_batch(const AttentionShape& s, std::span<const AttentionQuery> queries) {
+  const Layout l = checked_layout(s, "attention_batch");
+  // The calling thread's list, kept between calls (a decode step allocates nothing).
+  thread_local std::vector<DecodeSeq> seqs;
+  seqs.clear();
+  for (const AttentionQuery& a : queries) {
+    if (a.pos < 0) fail("attention_batch: position {} must be non-negative", a.pos);
+    seqs.push_back({a.q, a.k, a.v, a.pos, 1, a.out});
+  }
+  if (!seqs.empty()) attention_decode(s, l, seqs);
 }
 
 }  // namespace molt

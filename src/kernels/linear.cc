@@ -63,42 +63,57 @@ void widen_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* dst) {
 }  // namespace
 
 void matvec(const WeightMatrix& w, const float* x, float* y) {
-  check_weight(w, "matvec");
-  if (w.rows == 0) return;
-  if (w.cols == 0) {
-    std::fill(y, y + w.rows, 0.0f);
-    return;
-  }
-  if (w.quantized()) {
-    qmatvec_dispatch(&w, 1, x, &y);
-  } else {
-    matvec_dispatch(&w, 1, x, &y);
-  }
+  matvec_batch(w, x, 1, y);
 }
 
 void matvec_multi(std::span<const WeightMatrix* const> ws, const float* x,
                   std::span<float* const> ys) {
   if (ws.size() != ys.size()) fail("matvec_multi: {} weights but {} outputs", ws.size(), ys.size());
+  matvec_batch(ws, x, 1, ys);
+}
+
+void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  check_weight(w, n == 1 ? "matvec" : "matvec_batch");
+  if (n < 0) fail("matvec_batch: vector count {} is negative", n);
+  if (w.rows == 0 || n == 0) return;
+  if (w.cols == 0) {
+    std::fill(y, y + n * w.rows, 0.0f);
+    return;
+  }
+  const WeightMatrix* ws = &w;
+  if (w.quantized()) {
+    qmatvec_dispatch(ws, 1, x, n, &y);
+  } else {
+    matvec_dispatch(ws, 1, x, n, &y);
+  }
+}
+
+void matvec_batch(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                  std::span<float* const> ys) {
+  if (ws.size() != ys.size()) fail("matvec_batch: {} weights but {} outputs", ws.size(), ys.size());
+  if (n < 0) fail("matvec_batch: vector count {} is negative", n);
   if (ws.empty()) return;
+  const char* op = n == 1 ? "matvec_multi" : "matvec_batch";
   bool one_pass = ws[0]->rows > 0 && ws[0]->cols > 0;
   for (const WeightMatrix* w : ws) {
-    check_weight(*w, "matvec_multi");
+    check_weight(*w, op);
     one_pass = one_pass && w->rows > 0 && w->cols == ws[0]->cols &&
                (w->quantized() ? ws[0]->quantized() : w->dtype == ws[0]->dtype);
   }
   if (!one_pass) {
-    for (size_t i = 0; i < ws.size(); ++i) matvec(*ws[i], x, ys[i]);
+    for (size_t i = 0; i < ws.size(); ++i) matvec_batch(*ws[i], x, n, ys[i]);
     return;
   }
   constexpr size_t kMax = 8;
-  if (ws.size() > kMax) fail("matvec_multi: {} weights, at most {}", ws.size(), kMax);
+  if (ws.size() > kMax) fail("{}: {} weights, at most {}", op, ws.size(), kMax);
+  if (n == 0) return;
   std::array<WeightMatrix, kMax> w;
   for (size_t i = 0; i < ws.size(); ++i) w[i] = *ws[i];
-  const auto n = static_cast<int64_t>(ws.size());
+  const auto nw = static_cast<int64_t>(ws.size());
   if (w[0].quantized()) {
-    qmatvec_dispatch(w.data(), n, x, ys.data());
+    qmatvec_dispatch(w.data(), nw, x, n, ys.data());
   } else {
-    matvec_dispatch(w.data(), n, x, ys.data());
+    matvec_dispatch(w.data(), nw, x, n, ys.data());
   }
 }
 

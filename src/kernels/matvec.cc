@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/matvec.h"
 #include "molt/common/dtype.h"
@@ -31,8 +32,9 @@ using DF = hn::ScalableTag<float>;
 // read at or above the STREAM triad figure.
 constexpr int kStreams = 4;
 
-// No software prefetch: the hardware prefetchers follow these streams, and a prefetch 1 KiB
-// ahead in the 16-bit kernels cost 3-4% of bf16 decode (A/B pairs, 0.5B and 1.5B, 9 of 10).
+// No software prefetch in the one-vector kernels: the hardware prefetchers follow these streams,
+// and a prefetch 1 KiB ahead in the 16-bit kernels cost 3-4% of bf16 decode (A/B pairs, 0.5B and
+// 1.5B, 9 of 10). The batched ones differ (see kPrefetchBytes).
 
 // Calls rows(R, first_row, row_step) for groups of R = kStreams rows [first, first + step,
 // ...], then R = 1 for the rows left over. Inside a parallel region, rows are dealt out in
@@ -58,34 +60,90 @@ HWY_INLINE void ForThreadRows(int64_t rows, const Rows& rows_fn) {
   }
 }
 
-// ---- f32 ---------------------------------------------------------------------------------
+// Batched decode: n vectors x (one per sequence) meet each weight row while it is in the
+// registers or L1. A row step computes up to kGroup vectors at once (R · kGroup · 2 vector
+// accumulators: 24 of AVX-512's 32 registers; AVX2's 16 hold only the one-vector kernel's 8),
+// and further groups re-read the step's rows from L1, not from memory. Each (row, vector) pair
+// keeps the one-vector kernel's accumulators and order, so every result equals matvec's bit
+// for bit.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kGroup = 3;
+#else
+constexpr int kGroup = 1;
+#endif
 
-// y[k * step] = row k · x for the R rows w + k * stride (stride = step rows, in elements).
-template <int R>
-HWY_INLINE void RowsF32(const float* w, int64_t stride, int64_t cols, const float* x, float* y,
-                        int64_t step) {
-  const DF d;
-  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
-  hn::Vec<DF> a[R], b[R];
-  for (int k = 0; k < R; ++k) a[k] = b[k] = hn::Zero(d);
-  int64_t c = 0;
-  for (; c + 2 * n <= cols; c += 2 * n) {
-    const auto x0 = hn::LoadU(d, x + c), x1 = hn::LoadU(d, x + c + n);
-    for (int k = 0; k < R; ++k) {
-      a[k] = hn::MulAdd(hn::LoadU(d, w + k * stride + c), x0, a[k]);
-      b[k] = hn::MulAdd(hn::LoadU(d, w + k * stride + c + n), x1, b[k]);
+// The batched kernels do 2-3x the arithmetic per byte, and their longer loop bodies fill the
+// out-of-order window with fewer cache lines in flight: left to the hardware prefetchers, a core
+// read ~30% slower (0.5B lm_head, 1 thread, 3 vectors: cost 1.4x one vector's pass, 1.0-1.3x
+// with a prefetch 1 KiB ahead along each stream; 256 B and 2 KiB ahead measured worse).
+constexpr int64_t kPrefetchBytes = 1024;
+
+// Calls fn(NB, v0) for groups of NB <= kGroup consecutive vectors [v0, v0 + NB) covering
+// [0, n), their sizes as even as possible (4 = 2 + 2, not 3 + 1).
+template <class Fn>
+HWY_INLINE void ForVectorGroups(int64_t n, const Fn& fn) {
+  const int64_t groups = (n + kGroup - 1) / kGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t v0 = n * g / groups, nb = n * (g + 1) / groups - v0;
+    if constexpr (kGroup >= 3) {
+      if (nb == 3) {
+        fn(std::integral_constant<int, 3>(), v0);
+        continue;
+      }
     }
-  }
-  for (int k = 0; k < R; ++k) {
-    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(a[k], b[k])));
-    for (int64_t i = c; i < cols; ++i) s += w[k * stride + i] * x[i];
-    y[k * step] = s;
+    if constexpr (kGroup >= 2) {
+      if (nb == 2) {
+        fn(std::integral_constant<int, 2>(), v0);
+        continue;
+      }
+    }
+    fn(std::integral_constant<int, 1>(), v0);
   }
 }
 
-void MatvecF32(const float* w, int64_t rows, int64_t cols, const float* x, float* y) {
+// ---- f32 ---------------------------------------------------------------------------------
+
+// y[v * ys + k * step] = row k · vector v for the R rows w + k * stride (stride = step rows,
+// in elements) and the NB vectors x + v * xs.
+template <int R, int NB>
+HWY_INLINE void RowsF32(const float* w, int64_t stride, int64_t cols, const float* x, int64_t xs,
+                        float* y, int64_t ys, int64_t step) {
+  const DF d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<DF> a[R][NB], b[R][NB];
+  for (int k = 0; k < R; ++k) {
+    for (int v = 0; v < NB; ++v) a[k][v] = b[k][v] = hn::Zero(d);
+  }
+  int64_t c = 0;
+  for (; c + 2 * n <= cols; c += 2 * n) {
+    for (int k = 0; k < R; ++k) {
+      if constexpr (NB > 1) {  // two cache lines per step at 16 lanes
+        hwy::Prefetch(w + k * stride + c + kPrefetchBytes / 4);
+        hwy::Prefetch(w + k * stride + c + kPrefetchBytes / 4 + 16);
+      }
+      const auto w0 = hn::LoadU(d, w + k * stride + c), w1 = hn::LoadU(d, w + k * stride + c + n);
+      for (int v = 0; v < NB; ++v) {
+        a[k][v] = hn::MulAdd(w0, hn::LoadU(d, x + v * xs + c), a[k][v]);
+        b[k][v] = hn::MulAdd(w1, hn::LoadU(d, x + v * xs + c + n), b[k][v]);
+      }
+    }
+  }
+  for (int k = 0; k < R; ++k) {
+    for (int v = 0; v < NB; ++v) {
+      const float* xv = x + v * xs;
+      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(a[k][v], b[k][v])));
+      for (int64_t i = c; i < cols; ++i) s += w[k * stride + i] * xv[i];
+      y[v * ys + k * step] = s;
+    }
+  }
+}
+
+// y[v * rows + r] = row r · x[v * cols ..] for nv vectors.
+void MatvecF32(const float* w, int64_t rows, int64_t cols, const float* x, int64_t nv, float* y) {
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsF32<R>(w + r * cols, q * cols, cols, x, y + r, q);
+    ForVectorGroups(nv, [&]<int NB>(std::integral_constant<int, NB>, int64_t v0) {
+      RowsF32<R, NB>(w + r * cols, q * cols, cols, x + v0 * cols, cols, y + v0 * rows + r, rows, q);
+    });
   });
 }
 
@@ -100,13 +158,15 @@ void PermuteForBF16(const float* x, int64_t cols, float* xp) {
   std::copy(x, x + cols, xp);
 }
 
-template <int R>
-HWY_INLINE void RowsBF16(const uint16_t* w, int64_t stride, int64_t cols, const float* xp, float* y,
-                         int64_t step) {
+template <int R, int NB>
+HWY_INLINE void RowsBF16(const uint16_t* w, int64_t stride, int64_t cols, const float* xp,
+                         int64_t xs, float* y, int64_t ys, int64_t step) {
   for (int k = 0; k < R; ++k) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < cols; ++i) s += bf16_to_f32(w[k * stride + i]) * xp[i];
-    y[k * step] = s;
+    for (int v = 0; v < NB; ++v) {
+      float s = 0.0f;
+      for (int64_t i = 0; i < cols; ++i) s += bf16_to_f32(w[k * stride + i]) * xp[v * xs + i];
+      y[v * ys + k * step] = s;
+    }
   }
 }
 #else
@@ -122,94 +182,120 @@ void PermuteForBF16(const float* x, int64_t cols, float* xp) {
   for (; c < cols; ++c) xp[c] = x[c];
 }
 
-template <int R>
-HWY_INLINE void RowsBF16(const uint16_t* w, int64_t stride, int64_t cols, const float* xp, float* y,
-                         int64_t step) {
+template <int R, int NB>
+HWY_INLINE void RowsBF16(const uint16_t* w, int64_t stride, int64_t cols, const float* xp,
+                         int64_t xs, float* y, int64_t ys, int64_t step) {
   const DF d;
   const hn::RebindToUnsigned<DF> du32;
   const hn::Repartition<uint16_t, DF> du16;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   const auto hi_mask = hn::Set(du32, 0xFFFF0000u);
-  hn::Vec<DF> ev[R], od[R];
-  for (int k = 0; k < R; ++k) ev[k] = od[k] = hn::Zero(d);
+  hn::Vec<DF> ev[R][NB], od[R][NB];
+  for (int k = 0; k < R; ++k) {
+    for (int v = 0; v < NB; ++v) ev[k][v] = od[k][v] = hn::Zero(d);
+  }
   int64_t c = 0;
   for (; c + 2 * n <= cols; c += 2 * n) {
-    const auto xe = hn::LoadU(d, xp + c), xo = hn::LoadU(d, xp + c + n);
     for (int k = 0; k < R; ++k) {
+      if constexpr (NB > 1) hwy::Prefetch(w + k * stride + c + kPrefetchBytes / 2);
       const auto raw = hn::BitCast(du32, hn::LoadU(du16, w + k * stride + c));
-      ev[k] = hn::MulAdd(hn::BitCast(d, hn::ShiftLeft<16>(raw)), xe, ev[k]);
-      od[k] = hn::MulAdd(hn::BitCast(d, hn::And(raw, hi_mask)), xo, od[k]);
+      const auto we = hn::BitCast(d, hn::ShiftLeft<16>(raw));
+      const auto wo = hn::BitCast(d, hn::And(raw, hi_mask));
+      for (int v = 0; v < NB; ++v) {
+        ev[k][v] = hn::MulAdd(we, hn::LoadU(d, xp + v * xs + c), ev[k][v]);
+        od[k][v] = hn::MulAdd(wo, hn::LoadU(d, xp + v * xs + c + n), od[k][v]);
+      }
     }
   }
   for (int k = 0; k < R; ++k) {
-    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(ev[k], od[k])));
-    for (int64_t i = c; i < cols; ++i) s += bf16_to_f32(w[k * stride + i]) * xp[i];
-    y[k * step] = s;
+    for (int v = 0; v < NB; ++v) {
+      const float* xv = xp + v * xs;
+      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(ev[k][v], od[k][v])));
+      for (int64_t i = c; i < cols; ++i) s += bf16_to_f32(w[k * stride + i]) * xv[i];
+      y[v * ys + k * step] = s;
+    }
   }
 }
 #endif
 
-// px: x permuted by PermuteForBF16.
-void MatvecBF16(const uint16_t* w, int64_t rows, int64_t cols, const float* px, float* y) {
+// px: nv vectors, each permuted by PermuteForBF16.
+void MatvecBF16(const uint16_t* w, int64_t rows, int64_t cols, const float* px, int64_t nv,
+                float* y) {
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsBF16<R>(w + r * cols, q * cols, cols, px, y + r, q);
+    ForVectorGroups(nv, [&]<int NB>(std::integral_constant<int, NB>, int64_t v0) {
+      RowsBF16<R, NB>(w + r * cols, q * cols, cols, px + v0 * cols, cols, y + v0 * rows + r, rows,
+                      q);
+    });
   });
 }
 
 // ---- f16 ---------------------------------------------------------------------------------
 
-template <int R>
-HWY_INLINE void RowsF16(const uint16_t* w16, int64_t stride, int64_t cols, const float* x, float* y,
-                        int64_t step) {
+template <int R, int NB>
+HWY_INLINE void RowsF16(const uint16_t* w16, int64_t stride, int64_t cols, const float* x,
+                        int64_t xs, float* y, int64_t ys, int64_t step) {
   const DF d;
   const hn::Rebind<hwy::float16_t, DF> dh;
   const int64_t n = static_cast<int64_t>(hn::Lanes(d));
   const auto* w = reinterpret_cast<const hwy::float16_t*>(w16);
-  hn::Vec<DF> a[R], b[R];
-  for (int k = 0; k < R; ++k) a[k] = b[k] = hn::Zero(d);
+  hn::Vec<DF> a[R][NB], b[R][NB];
+  for (int k = 0; k < R; ++k) {
+    for (int v = 0; v < NB; ++v) a[k][v] = b[k][v] = hn::Zero(d);
+  }
   int64_t c = 0;
   for (; c + 2 * n <= cols; c += 2 * n) {
-    const auto x0 = hn::LoadU(d, x + c), x1 = hn::LoadU(d, x + c + n);
     for (int k = 0; k < R; ++k) {
-      a[k] = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + k * stride + c)), x0, a[k]);
-      b[k] = hn::MulAdd(hn::PromoteTo(d, hn::LoadU(dh, w + k * stride + c + n)), x1, b[k]);
+      if constexpr (NB > 1) hwy::Prefetch(w + k * stride + c + kPrefetchBytes / 2);
+      const auto w0 = hn::PromoteTo(d, hn::LoadU(dh, w + k * stride + c));
+      const auto w1 = hn::PromoteTo(d, hn::LoadU(dh, w + k * stride + c + n));
+      for (int v = 0; v < NB; ++v) {
+        a[k][v] = hn::MulAdd(w0, hn::LoadU(d, x + v * xs + c), a[k][v]);
+        b[k][v] = hn::MulAdd(w1, hn::LoadU(d, x + v * xs + c + n), b[k][v]);
+      }
     }
   }
   for (int k = 0; k < R; ++k) {
-    float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(a[k], b[k])));
-    for (int64_t i = c; i < cols; ++i) s += f16_to_f32(w16[k * stride + i]) * x[i];
-    y[k * step] = s;
+    for (int v = 0; v < NB; ++v) {
+      const float* xv = x + v * xs;
+      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(a[k][v], b[k][v])));
+      for (int64_t i = c; i < cols; ++i) s += f16_to_f32(w16[k * stride + i]) * xv[i];
+      y[v * ys + k * step] = s;
+    }
   }
 }
 
-void MatvecF16(const uint16_t* w, int64_t rows, int64_t cols, const float* x, float* y) {
+void MatvecF16(const uint16_t* w, int64_t rows, int64_t cols, const float* x, int64_t nv,
+               float* y) {
   ForThreadRows(rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsF16<R>(w + r * cols, q * cols, cols, x, y + r, q);
+    ForVectorGroups(nv, [&]<int NB>(std::integral_constant<int, NB>, int64_t v0) {
+      RowsF16<R, NB>(w + r * cols, q * cols, cols, x + v0 * cols, cols, y + v0 * rows + r, rows, q);
+    });
   });
 }
 
 // y_i = W_i x for n weights of one dtype and width that read the same x (q/k/v, gate/up), in
 // one parallel region: the threads are woken once for all of them, not once per matrix (a
 // wake-up costs tens of microseconds under a passive wait policy), and x is permuted once.
-// Each thread takes its share of every matrix in turn; no barrier between them.
-void MatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+// Each thread takes its share of every matrix in turn; no barrier between them. x holds nv
+// vectors (one per sequence of a batched decode) and y_i nv rows of outputs.
+void MatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv, float* const* ys) {
   const DType dt = ws[0].dtype;
   const int64_t cols = ws[0].cols;
   thread_local std::vector<float> xp;
   if (dt == DType::BF16) {
-    xp.resize(static_cast<size_t>(cols));
-    PermuteForBF16(x, cols, xp.data());
+    if (xp.size() < static_cast<size_t>(nv * cols)) xp.resize(static_cast<size_t>(nv * cols));
+    for (int64_t v = 0; v < nv; ++v) PermuteForBF16(x + v * cols, cols, xp.data() + v * cols);
   }
   const float* px = xp.data();
 #pragma omp parallel
   for (int64_t i = 0; i < n; ++i) {
     const WeightMatrix& w = ws[i];
     if (dt == DType::F32) {
-      MatvecF32(static_cast<const float*>(w.data), w.rows, cols, x, ys[i]);
+      MatvecF32(static_cast<const float*>(w.data), w.rows, cols, x, nv, ys[i]);
     } else if (dt == DType::BF16) {
-      MatvecBF16(static_cast<const uint16_t*>(w.data), w.rows, cols, px, ys[i]);
+      MatvecBF16(static_cast<const uint16_t*>(w.data), w.rows, cols, px, nv, ys[i]);
     } else {
-      MatvecF16(static_cast<const uint16_t*>(w.data), w.rows, cols, x, ys[i]);
+      MatvecF16(static_cast<const uint16_t*>(w.data), w.rows, cols, x, nv, ys[i]);
     }
   }
 }
@@ -247,8 +333,9 @@ HWY_EXPORT(MatvecMulti);
 HWY_EXPORT(WidenBF16);
 HWY_EXPORT(WidenF16);
 
-void matvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
-  HWY_DYNAMIC_DISPATCH(MatvecMulti)(ws, n, x, ys);
+void matvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
+                     float* const* ys) {
+  HWY_DYNAMIC_DISPATCH(MatvecMulti)(ws, n, x, nv, ys);
 }
 
 void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst) {

@@ -292,8 +292,11 @@ HWY_INLINE void RowsQ(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t s
       if constexpr (K == kAffine4G32) {
         const float s1 = scale_at(w.scale_dtype, w.scales, srow[k] + g + 1);
         sv = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(s0)), _mm_set1_ps(s1), 1);
-        tail[k] += scale_at(w.scale_dtype, w.biases, srow[k] + g) * xb.xsum[g] +
-                   scale_at(w.scale_dtype, w.biases, srow[k] + g + 1) * xb.xsum[g + 1];
+        // Explicit FMAs: left to contraction (C++ defaults to -ffp-contract=fast), the form
+        // GCC chose differed between R = 1 and R = 4, so a row's result hung on the thread count.
+        const float b0 = scale_at(w.scale_dtype, w.biases, srow[k] + g);
+        const float b1 = scale_at(w.scale_dtype, w.biases, srow[k] + g + 1);
+        tail[k] = std::fma(b1, xb.xsum[g + 1], std::fma(b0, xb.xsum[g], tail[k]));
       } else {
         sv = _mm256_set1_ps(s0);
       }
@@ -616,12 +619,16 @@ HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64
   for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
 }
 
+// Batched decode (nv vectors, one per sequence): each row step runs the one-vector kernel once per
+// vector, so the step's weights come from memory once and from L1 for the other vectors, and
+// every result equals the one-vector one bit for bit (the integer dot products are not shared).
+
 // This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
 // about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
 // two far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
 // 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s.
 template <int BITS>
-void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
+void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
   int64_t range = std::max<int64_t>(2, (blocks + 4 * nt - 1) / (4 * nt));
   range += range & 1;  // no odd block read as a stream of its own
@@ -630,17 +637,21 @@ void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
   for (int64_t i = 0; i < ranges; ++i) {
     const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / 2;
     for (int64_t b = b0; b < b0 + q; ++b) {
-      if constexpr (BITS == 4) {
-        Blocks8<2>(w, xb, b, q, y + b * 8);
-      } else {
-        Blocks8Q8<2>(w, xb, b, q, y + b * 8);
+      for (int64_t v = 0; v < nv; ++v) {
+        if constexpr (BITS == 4) {
+          Blocks8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
+        } else {
+          Blocks8Q8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
+        }
       }
     }
     for (int64_t b = b0 + 2 * q; b < b1; ++b) {
-      if constexpr (BITS == 4) {
-        Blocks8<1>(w, xb, b, 0, y + b * 8);
-      } else {
-        Blocks8Q8<1>(w, xb, b, 0, y + b * 8);
+      for (int64_t v = 0; v < nv; ++v) {
+        if constexpr (BITS == 4) {
+          Blocks8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
+        } else {
+          Blocks8Q8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
+        }
       }
     }
   }
@@ -648,16 +659,16 @@ void RunBlocks8(const WeightMatrix& w, const XQ& xb, float* y) {
 
 // This thread's share of y = W x (called inside a parallel region).
 template <int BITS, int UNIT = 32>
-void RunAffine(const WeightMatrix& w, const XQ& xb, float* y) {
+void RunAffine(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsAffine<R, BITS, UNIT>(w, xb, r, q, y + r);
+    for (int64_t v = 0; v < nv; ++v) RowsAffine<R, BITS, UNIT>(w, xb[v], r, q, y + v * w.rows + r);
   });
 }
 
 template <Kind K>
-void RunQ(const WeightMatrix& w, const XQ& xb, float* y) {
+void RunQ(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   ForThreadRowsQ(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    RowsQ<R, K>(w, xb, r, q, y + r);
+    for (int64_t v = 0; v < nv; ++v) RowsQ<R, K>(w, xb[v], r, q, y + v * w.rows + r);
   });
 }
 
@@ -686,7 +697,8 @@ bool KindOf(const WeightMatrix& w, Kind& kind) {
 // ys[i] = ws[i] x for n weights that read the same x (q/k/v, gate/up): x is rounded once and
 // the threads are woken once for all of them (a wake-up costs tens of microseconds under a
 // passive wait policy). Each thread takes its share of every matrix in turn, no barrier.
-void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
+// x holds nv vectors, each rounded on its own (as a lone matvec would round it).
+void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv, float* const* ys) {
   Kind kind;
   bool same = KindOf(ws[0], kind);
   for (int64_t i = 1; i < n && same; ++i) {
@@ -699,39 +711,43 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* cons
     for (int64_t i = 0; i < n; ++i) {
       Kind k;
       if (KindOf(ws[i], k)) {
-        QMatvecMulti(ws + i, 1, x, ys + i);
+        QMatvecMulti(ws + i, 1, x, nv, ys + i);
       } else {
-        qmatvec_exact(ws[i], x, ys[i]);
+        for (int64_t v = 0; v < nv; ++v) {
+          qmatvec_exact(ws[i], x + v * ws[i].cols, ys[i] + v * ws[i].rows);
+        }
       }
     }
     return;
   }
-  thread_local XQ xq;
-  PrepareX(ws[0], kind, x, xq);
-  const XQ& xb = xq;  // the caller's buffer: inside the region `xq` would name each thread's own
+  // Grown to the largest batch seen, then reused: steady-state decode allocates nothing.
+  thread_local std::vector<XQ> xq;
+  if (xq.size() < static_cast<size_t>(nv)) xq.resize(static_cast<size_t>(nv));
+  for (int64_t v = 0; v < nv; ++v) PrepareX(ws[0], kind, x + v * ws[0].cols, xq[v]);
+  const XQ* xb = xq.data();  // the caller's buffers: inside the region `xq` names each thread's own
 #pragma omp parallel
   for (int64_t i = 0; i < n; ++i) {
     switch (kind) {
       case kInt8:
-        RunQ<kInt8>(ws[i], xb, ys[i]);
+        RunQ<kInt8>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine8:
-        RunAffine<8>(ws[i], xb, ys[i]);
+        RunAffine<8>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine8P:
-        RunAffine<8, 64>(ws[i], xb, ys[i]);
+        RunAffine<8, 64>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4:
-        RunAffine<4>(ws[i], xb, ys[i]);
+        RunAffine<4>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4G32:
-        RunQ<kAffine4G32>(ws[i], xb, ys[i]);
+        RunQ<kAffine4G32>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4R8:
-        RunBlocks8<4>(ws[i], xb, ys[i]);
+        RunBlocks8<4>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine8R8:
-        RunBlocks8<8>(ws[i], xb, ys[i]);
+        RunBlocks8<8>(ws[i], xb, nv, ys[i]);
         break;
     }
   }
@@ -747,8 +763,11 @@ bool PrefersRows8() {
   return false;
 }
 
-void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
-  for (int64_t i = 0; i < n; ++i) qmatvec_exact(ws[i], x, ys[i]);
+void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv, float* const* ys) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t v = 0; v < nv; ++v)
+      qmatvec_exact(ws[i], x + v * ws[i].cols, ys[i] + v * ws[i].rows);
+  }
 }
 
 #endif
@@ -767,8 +786,9 @@ bool rows8_preferred() {
   return HWY_DYNAMIC_DISPATCH(PrefersRows8)();
 }
 
-void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys) {
-  HWY_DYNAMIC_DISPATCH(QMatvecMulti)(ws, n, x, ys);
+void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
+                      float* const* ys) {
+  HWY_DYNAMIC_DISPATCH(QMatvecMulti)(ws, n, x, nv, ys);
 }
 
 }  // namespace molt

@@ -12,8 +12,10 @@ namespace molt {
 // ys[i] = ws[i] x for n checked quantised weights of one width. On AVX2 and above x is rounded
 // to int8 per block and the products are summed in integers; elsewhere (and for shapes the
 // SIMD path does not tile) the sum is exact f32. Weights of one format share one parallel
-// region and one rounding of x.
-void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, float* const* ys);
+// region and one rounding of x. x holds nv >= 1 vectors ([nv × cols]) and ys[i] nv rows of
+// outputs ([nv × rows_i]); each vector's result equals the nv = 1 one bit for bit.
+void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
+                      float* const* ys);
 
 // The exact f32 path alone (reference for tests).
 void qmatvec_exact(const WeightMatrix& w, const float* x, float* y);

@@ -1,3 +1,4 @@
+// RoPE: the one implementation of the angle math (see ops.h).
 #include <cmath>
 #include <vector>
 
@@ -6,6 +7,12 @@
 
 namespace molt {
 namespace {
+
+void check(const RopeSpec& spec, const char* what) {
+  const int64_t d = spec.head_dim;
+  if (d <= 0 || d % 2 != 0) fail("{}: head_dim {} must be positive and even", what, d);
+  if (!(spec.theta > 0.0)) fail("{}: rope theta {} must be positive", what, spec.theta);
+}
 
 // inv_freq exactly as transformers builds it in f32:
 //   1.0 / (base ** (torch.arange(0, d, 2).float() / d))
@@ -27,34 +34,57 @@ const std::vector<float>& inv_freq(int64_t head_dim, double theta) {
   return table;
 }
 
+// A cos/sin table of one position for this thread: kept, so a decode step allocates nothing.
+float* cos_sin_buffer(int64_t head_dim) {
+  thread_local std::vector<float> cs;
+  if (cs.size() < static_cast<size_t>(head_dim)) cs.resize(static_cast<size_t>(head_dim));
+  return cs.data();
+}
+
 }  // namespace
 
-void rope_apply(const RopeSpec& spec, int64_t pos, float* x, int64_t n_heads, bool inverse) {
-  const int64_t d = spec.head_dim;
-  if (d <= 0 || d % 2 != 0) fail("rope_apply: head_dim {} must be positive and even", d);
-  if (!(spec.theta > 0.0)) fail("rope_apply: rope theta {} must be positive", spec.theta);
-  const int64_t half = d / 2;
-  const std::vector<float>& inv = inv_freq(d, spec.theta);
-  thread_local std::vector<float> cs;
-  cs.resize(static_cast<size_t>(d));
-  float* cos_t = cs.data();
-  float* sin_t = cs.data() + half;
+void rope_cos_sin(const RopeSpec& spec, int64_t pos, float* cos, float* sin, int64_t from) {
+  check(spec, "rope_cos_sin");
+  const int64_t half = spec.head_dim / 2;
+  const std::vector<float>& inv = inv_freq(spec.head_dim, spec.theta);
   for (int64_t i = 0; i < half; ++i) {
-    // f32 angle (position_ids.float() @ inv_freq); cos/sin of that f32 value.
-    const float angle = static_cast<float>(pos) * inv[static_cast<size_t>(i)];
-    cos_t[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-    const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
-    sin_t[i] = inverse ? -s : s;
+    // f32 angles (position_ids.float() @ inv_freq). With from = 0 the difference is the f32
+    // angle itself, exactly; two f32 angles differ exactly in double.
+    const float f = inv[static_cast<size_t>(i)];
+    const double angle = static_cast<double>(static_cast<float>(pos) * f) -
+                         static_cast<double>(static_cast<float>(from) * f);
+    cos[i] = static_cast<float>(std::cos(angle));
+    sin[i] = static_cast<float>(std::sin(angle));
   }
+}
+
+void rope_rotate(int64_t head_dim, const float* cos, const float* sin, float* x, int64_t n_heads,
+                 bool inverse) {
+  const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
-    float* v = x + h * d;
+    float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
+      const float s = inverse ? -sin[i] : sin[i];
       const float a = v[i], b = v[i + half];
       // Same operations as q * cos + rotate_half(q) * sin.
-      v[i] = a * cos_t[i] + (-b) * sin_t[i];
-      v[i + half] = b * cos_t[i] + a * sin_t[i];
+      v[i] = a * cos[i] + (-b) * s;
+      v[i + half] = b * cos[i] + a * s;
     }
   }
+}
+
+void rope_apply(const RopeSpec& spec, int64_t pos, float* x, int64_t n_heads, bool inverse) {
+  check(spec, "rope_apply");
+  float* cs = cos_sin_buffer(spec.head_dim);
+  rope_cos_sin(spec, pos, cs, cs + spec.head_dim / 2);
+  rope_rotate(spec.head_dim, cs, cs + spec.head_dim / 2, x, n_heads, inverse);
+}
+
+void rope_shift(const RopeSpec& spec, int64_t from, int64_t to, float* x, int64_t n_heads) {
+  check(spec, "rope_shift");
+  float* cs = cos_sin_buffer(spec.head_dim);
+  rope_cos_sin(spec, to, cs, cs + spec.head_dim / 2, from);
+  rope_rotate(spec.head_dim, cs, cs + spec.head_dim / 2, x, n_heads);
 }
 
 }  // namespace molt

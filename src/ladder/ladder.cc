@@ -23,11 +23,27 @@ bool has_tokenizer_files(const fs::path& dir) {
 }
 
 std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintShape& shape) {
+  return from_manifest(LadderManifest::load(manifest), shape, {});
+}
+
+std::unique_ptr<Ladder> Ladder::single(const fs::path& dir, const LoadOptions& load,
+                                       const FootprintShape& shape) {
+  if (!fs::is_directory(dir)) fail("{}: not a checkpoint directory", dir.string());
+  LadderManifest m;
+  m.file = dir / "config.json";
+  m.name = fs::absolute(dir).lexically_normal().filename().string();
+  if (m.name.empty()) m.name = "model";
+  m.rungs.push_back({m.name, dir, precision_name(load.precision)});
+  return from_manifest(std::move(m), shape, load);
+}
+
+std::unique_ptr<Ladder> Ladder::from_manifest(LadderManifest manifest, const FootprintShape& shape,
+                                              const LoadOptions& load) {
   std::unique_ptr<Ladder> l(new Ladder());
-  l->manifest_ = LadderManifest::load(manifest);
-  const std::string src = manifest.string();
+  l->manifest_ = std::move(manifest);
+  const std::string src = l->manifest_.file.string();
   for (const ManifestRung& r : l->manifest_.rungs) {
-    l->rungs_.push_back(std::make_unique<Rung>(r, shape));
+    l->rungs_.push_back(std::make_unique<Rung>(r, shape, load));
   }
   // Largest first: by weights, then by KV per token (stable, so ties keep manifest order).
   std::stable_sort(l->rungs_.begin(), l->rungs_.end(), [](const auto& a, const auto& b) {
@@ -36,6 +52,7 @@ std::unique_ptr<Ladder> Ladder::open(const fs::path& manifest, const FootprintSh
     return fa.kv_bytes_per_token > fb.kv_bytes_per_token;
   });
 
+  l->counts_.resize(l->rungs_.size());
   // One tokenizer for the whole ladder.
   std::vector<const Rung*> with, without;
   for (const auto& r : l->rungs_)
@@ -105,6 +122,42 @@ const ManifestRoute* Ladder::route(int from, int to) const {
 
 void Ladder::reshape(const FootprintShape& shape) {
   for (auto& r : rungs_) r->reshape(shape);
+}
+
+void Ladder::hold(int r) {
+  ++counts_.at(static_cast<size_t>(r)).holders;
+}
+
+void Ladder::drop(int r) {
+  Counts& c = counts_.at(static_cast<size_t>(r));
+  if (c.holders <= c.users || c.holders == 0)
+    fail("ladder {}: rung '{}' dropped more often than held", name(), rung(r).name());
+  --c.holders;
+}
+
+void Ladder::use(int r) {
+  Counts& c = counts_.at(static_cast<size_t>(r));
+  if (c.users >= c.holders)
+    fail("ladder {}: rung '{}' used without being held", name(), rung(r).name());
+  ++c.users;
+}
+
+void Ladder::unuse(int r) {
+  Counts& c = counts_.at(static_cast<size_t>(r));
+  if (c.users == 0)
+    fail("ladder {}: rung '{}' unused more often than used", name(), rung(r).name());
+  --c.users;
+}
+
+int Ladder::release_unused() {
+  int n = 0;
+  for (int r = 0; r < size(); ++r) {
+    if (holders(r) == 0 && rung(r).state() != RungState::kReleased) {
+      rung(r).release();
+      ++n;
+    }
+  }
+  return n;
 }
 
 size_t Ladder::resident_bytes() const {

@@ -59,10 +59,6 @@ ProcessMemory read_process_memory() {
   return m;
 }
 
-size_t process_rss_bytes(int pid) {
-  return kib_field(slurp("/proc/" + std::to_string(pid) + "/status"), "VmRSS");
-}
-
 void return_free_memory() {
 #if defined(__GLIBC__)
   malloc_trim(0);

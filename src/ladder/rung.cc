@@ -19,19 +19,8 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-const char* rung_state_name(RungState s) {
-  switch (s) {
-    case RungState::kReleased:
-      return "released";
-    case RungState::kLoaded:
-      return "loaded";
-    case RungState::kParked:
-      return "parked";
-  }
-  return "?";
-}
-
-Rung::Rung(const ManifestRung& spec, const FootprintShape& shape) : spec_(spec) {
+Rung::Rung(const ManifestRung& spec, const FootprintShape& shape, const LoadOptions& load)
+    : spec_(spec), load_(load) {
   config_ = load_model_config(spec.path);
   // Opening the store maps the files and reads their headers only.
   const WeightStore store = WeightStore::open_dir(spec.path);
@@ -46,6 +35,10 @@ Rung::Rung(const ManifestRung& spec, const FootprintShape& shape) : spec_(spec) 
 
 void Rung::reshape(const FootprintShape& shape) {
   footprint_ = compute_footprint(config_, stored_bytes_, dtype_, shape);
+}
+
+Footprint Rung::footprint_for(const FootprintShape& shape) const {
+  return compute_footprint(config_, stored_bytes_, dtype_, shape);
 }
 
 const Model& Rung::model() const {
@@ -70,7 +63,7 @@ double Rung::load() {
   if (state_ == RungState::kParked) return unpark();
   const auto t0 = std::chrono::steady_clock::now();
   if (state_ == RungState::kReleased) {
-    model_ = Model::load(spec_.path);
+    model_ = Model::load(spec_.path, load_);
     touch_pages();
     state_ = RungState::kLoaded;
   }
@@ -79,7 +72,7 @@ double Rung::load() {
 
 void Rung::open_parked() {
   if (state_ != RungState::kReleased) return;
-  model_ = Model::load(spec_.path);
+  model_ = Model::load(spec_.path, load_);
   state_ = RungState::kParked;
 }
 

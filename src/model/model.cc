@@ -9,6 +9,17 @@
 #include "molt/kernels/attention.h"
 
 namespace molt {
+
+// The rows of one pass of the layers: n consecutive positions p0 .. of one cache (prefill,
+// forward_layers, decode), or one token at the end of each of n caches (batched decode).
+struct Model::Rows {
+  std::span<KVCache* const> caches;  // one, or one per row
+  int64_t p0 = 0;                    // first position, with one cache
+  bool apart() const { return caches.size() > 1; }
+  KVCache& cache(int64_t i) const { return *caches[apart() ? static_cast<size_t>(i) : 0]; }
+  int64_t pos(int64_t i) const { return apart() ? caches[static_cast<size_t>(i)]->size() : p0 + i; }
+};
+
 namespace {
 
 std::string where(const WeightStore& s, const std::string& name) {
@@ -131,10 +142,12 @@ void add_bias(float* x, const std::vector<float>& b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) add_inplace(x + i * d, b.data(), d);
 }
 
-// y[n × rows] = x[n × cols] Wᵀ through the path suited to n.
-void linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  if (n == 1) {
-    matvec(w, x, y);
+// y[n × rows] = x[n × cols] Wᵀ through the path suited to the rows: one token, or one token of
+// each of n sequences (`decode`), takes the matvec kernels, whose results do not depend on n;
+// n tokens of one sequence take the GEMM path.
+void linear(const WeightMatrix& w, const float* x, int64_t n, float* y, bool decode) {
+  if (n == 1 || decode) {
+    matvec_batch(w, x, n, y);
   } else {
     matmul(w, x, n, y);
   }
@@ -142,11 +155,11 @@ void linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 
 // Several linears of the same input: one pass of the threads at decode.
 void linear3(const WeightMatrix& a, const WeightMatrix& b, const WeightMatrix& c, const float* x,
-             int64_t n, float* ya, float* yb, float* yc) {
-  if (n == 1) {
+             int64_t n, bool decode, float* ya, float* yb, float* yc) {
+  if (n == 1 || decode) {
     const WeightMatrix* ws[] = {&a, &b, &c};
     float* ys[] = {ya, yb, yc};
-    matvec_multi(ws, x, ys);
+    matvec_batch(ws, x, n, ys);
   } else {
     matmul(a, x, n, ya);
     matmul(b, x, n, yb);
@@ -154,15 +167,27 @@ void linear3(const WeightMatrix& a, const WeightMatrix& b, const WeightMatrix& c
   }
 }
 
-void linear2(const WeightMatrix& a, const WeightMatrix& b, const float* x, int64_t n, float* ya,
-             float* yb) {
-  if (n == 1) {
+void linear2(const WeightMatrix& a, const WeightMatrix& b, const float* x, int64_t n, bool decode,
+             float* ya, float* yb) {
+  if (n == 1 || decode) {
     const WeightMatrix* ws[] = {&a, &b};
     float* ys[] = {ya, yb};
-    matvec_multi(ws, x, ys);
+    matvec_batch(ws, x, n, ys);
   } else {
     matmul(a, x, n, ya);
     matmul(b, x, n, yb);
+  }
+}
+
+void check_geometry(const CacheGeometry& g, const ModelConfig& c, const char* op, int64_t index) {
+  if (g.n_layers != c.num_hidden_layers || g.n_kv_heads != c.num_key_value_heads ||
+      g.head_dim != c.head_dim) {
+    const std::string which = index < 0 ? "the KV cache" : fmt::format("KV cache {}", index);
+    fail(
+        "{}: {} geometry ({} layers, {} kv heads, head_dim {}) does not match the model ({}, {}, "
+        "{})",
+        op, which, g.n_layers, g.n_kv_heads, g.head_dim, c.num_hidden_layers, c.num_key_value_heads,
+        c.head_dim);
   }
 }
 
@@ -292,55 +317,116 @@ KVCache Model::new_cache(int64_t capacity, bool keep_hidden) const {
   return KVCache(cache_geometry(), capacity, keep_hidden);
 }
 
+int64_t Model::layer_scratch_floats(int64_t n) const {
+  const ModelConfig& c = config_;
+  // xn, tmp; q, att; gate, up; a cos/sin table per position; K and V rows of a batched decode.
+  return n * (2 * c.hidden_size + 2 * c.q_dim() + 2 * c.intermediate_size + c.head_dim +
+              2 * c.kv_dim());
+}
+
 void Model::forward_layers(int64_t first, int64_t p0, int64_t n, std::span<float> hidden,
                            KVCache& cache, int64_t last) const {
   const ModelConfig& c = config_;
-  const int64_t d = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.intermediate_size;
   if (last < 0) last = c.num_hidden_layers;
   if (first < 0 || first > c.num_hidden_layers) fail("forward_layers: bad first layer {}", first);
   if (last < first || last > c.num_hidden_layers) fail("forward_layers: bad last layer {}", last);
-  if (static_cast<int64_t>(hidden.size()) != n * d) {
-    fail("forward_layers: hidden has {} floats, expected {} × {}", hidden.size(), n, d);
+  if (static_cast<int64_t>(hidden.size()) != n * c.hidden_size) {
+    fail("forward_layers: hidden has {} floats, expected {} × {}", hidden.size(), n, c.hidden_size);
   }
-  if (p0 + n > cache.capacity()) fail("forward_layers: positions past the cache capacity");
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, c.head_dim};
-  const RopeSpec rope_spec = rope();
+  if (p0 < 0 || p0 + n > cache.capacity()) {
+    fail("forward_layers: positions [{}, {}) outside the cache capacity of {}", p0, p0 + n,
+         cache.capacity());
+  }
+  float* work = cache.scratch(static_cast<size_t>(layer_scratch_floats(n))).data();
+  KVCache* one[] = {&cache};
+  run_layers(first, last, Rows{one, p0}, n, hidden.data(), work);
+}
 
-  std::vector<float> xn(n * d), q(n * qd), att(n * qd), tmp(n * d), gate(n * ff), up(n * ff);
-  float* x = hidden.data();
+void Model::run_layers(int64_t first, int64_t last, const Rows& rows, int64_t n, float* x,
+                       float* work) const {
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.intermediate_size,
+                hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, hd};
+  const bool apart = rows.apart();
+  KVCache& cache = rows.cache(0);
+  const int64_t p0 = rows.pos(0);
+
+  float* xn = work;
+  float* tmp = xn + n * d;
+  float* q = tmp + n * d;
+  float* att = q + n * qd;
+  float* gate = att + n * qd;
+  float* up = gate + n * ff;
+  // The RoPE angles of these positions serve every layer: cos then sin, hd/2 each.
+  float* rope_cs = up + n * ff;
+  // Rows of different caches get their K and V here first (one cache's rows go straight in).
+  float* k_new = rope_cs + n * hd;
+  float* v_new = k_new + n * kvd;
+  for (int64_t i = 0; i < n; ++i) {
+    rope_cos_sin(rope(), rows.pos(i), rope_cs + i * hd, rope_cs + i * hd + hd / 2);
+  }
+  // Each sequence's query against its own cache, all in one region; kept between calls so
+  // steady-state decoding allocates nothing.
+  thread_local std::vector<AttentionQuery> queries;
   for (int64_t l = first; l < last; ++l) {
     const LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-    if (cache.keeps_hidden()) {
-      std::memcpy(cache.hidden(l).data() + p0 * d, x, sizeof(float) * n * d);
+    for (int64_t i = 0; i < n; ++i) {
+      KVCache& ci = rows.cache(i);
+      if (ci.keeps_hidden()) {
+        std::memcpy(ci.hidden(l).data() + rows.pos(i) * d, x + i * d, sizeof(float) * d);
+      }
     }
-    // Attention block. K and V go straight into the cache rows of these positions.
+    // Attention block. With one cache, K and V go straight into its rows of these positions.
     float* kc = cache.k(l).data();
     float* vc = cache.v(l).data();
-    for (int64_t i = 0; i < n; ++i) rmsnorm(x + i * d, L.input_norm.data(), d, eps, &xn[i * d]);
-    linear3(L.q, L.k, L.v, xn.data(), n, q.data(), kc + p0 * kvd, vc + p0 * kvd);
-    add_bias(q.data(), L.q_bias, n);
-    add_bias(kc + p0 * kvd, L.k_bias, n);
-    add_bias(vc + p0 * kvd, L.v_bias, n);
+    float* k_out = apart ? k_new : kc + p0 * kvd;
+    float* v_out = apart ? v_new : vc + p0 * kvd;
+    for (int64_t i = 0; i < n; ++i) rmsnorm(x + i * d, L.input_norm.data(), d, eps, xn + i * d);
+    linear3(L.q, L.k, L.v, xn, n, apart, q, k_out, v_out);
+    add_bias(q, L.q_bias, n);
+    add_bias(k_out, L.k_bias, n);
+    add_bias(v_out, L.v_bias, n);
     for (int64_t i = 0; i < n; ++i) {
-      rope_apply(rope_spec, p0 + i, &q[i * qd], c.num_attention_heads);
-      rope_apply(rope_spec, p0 + i, kc + (p0 + i) * kvd, c.num_key_value_heads);
+      const float* cs = rope_cs + i * hd;
+      rope_rotate(hd, cs, cs + hd / 2, q + i * qd, c.num_attention_heads);
+      rope_rotate(hd, cs, cs + hd / 2, k_out + i * kvd, c.num_key_value_heads);
     }
-    attention(shape, q.data(), kc, vc, p0, n, att.data());
-    linear(L.o, att.data(), n, tmp.data());
-    add_inplace(x, tmp.data(), n * d);
+    if (apart) {
+      queries.clear();
+      for (int64_t i = 0; i < n; ++i) {
+        KVCache& ci = rows.cache(i);
+        const int64_t p = rows.pos(i);
+        float* ki = ci.k(l).data();
+        float* vi = ci.v(l).data();
+        std::memcpy(ki + p * kvd, k_new + i * kvd, sizeof(float) * kvd);
+        std::memcpy(vi + p * kvd, v_new + i * kvd, sizeof(float) * kvd);
+        queries.push_back({q + i * qd, ki, vi, p, att + i * qd});
+      }
+      attention_batch(shape, queries);
+    } else {
+      attention(shape, q, kc, vc, p0, n, att);
+    }
+    linear(L.o, att, n, tmp, apart);
+    add_inplace(x, tmp, n * d);
 
     // SwiGLU MLP block.
     for (int64_t i = 0; i < n; ++i) {
-      rmsnorm(x + i * d, L.post_attention_norm.data(), d, eps, &xn[i * d]);
+      rmsnorm(x + i * d, L.post_attention_norm.data(), d, eps, xn + i * d);
     }
-    linear2(L.gate, L.up, xn.data(), n, gate.data(), up.data());
-    silu_mul(gate.data(), up.data(), n * ff);
-    linear(L.down, gate.data(), n, tmp.data());
-    add_inplace(x, tmp.data(), n * d);
+    linear2(L.gate, L.up, xn, n, apart, gate, up);
+    silu_mul(gate, up, n * ff);
+    linear(L.down, gate, n, tmp, apart);
+    add_inplace(x, tmp, n * d);
   }
-  if (cache.keeps_hidden() && last == c.num_hidden_layers) {
-    std::memcpy(cache.hidden(c.num_hidden_layers).data() + p0 * d, x, sizeof(float) * n * d);
+  if (last == c.num_hidden_layers) {
+    for (int64_t i = 0; i < n; ++i) {
+      KVCache& ci = rows.cache(i);
+      if (ci.keeps_hidden()) {
+        std::memcpy(ci.hidden(last).data() + rows.pos(i) * d, x + i * d, sizeof(float) * d);
+      }
+    }
   }
 }
 
@@ -362,11 +448,7 @@ void Model::forward(std::span<const int32_t> tokens, KVCache& cache, std::span<f
   const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(tokens.size()), d = c.hidden_size, V = c.vocab_size;
   if (n == 0) return;
-  const CacheGeometry g = cache.geometry();
-  if (g.n_layers != c.num_hidden_layers || g.n_kv_heads != c.num_key_value_heads ||
-      g.head_dim != c.head_dim) {
-    fail("forward: the KV cache geometry does not match the model");
-  }
+  check_geometry(cache.geometry(), c, "forward", -1);
   if (!logits.empty() && static_cast<int64_t>(logits.size()) != n * V) {
     fail("forward: logits span has {} floats, expected {} × {}", logits.size(), n, V);
   }
@@ -378,21 +460,24 @@ void Model::forward(std::span<const int32_t> tokens, KVCache& cache, std::span<f
   }
 
   const int64_t p0 = cache.reserve(n);
-  std::vector<float> x(n * d);
-  for (int64_t i = 0; i < n; ++i) dequantize_row(weights_.embed, tokens[i], &x[i * d]);
-  forward_layers(0, p0, n, x, cache);
+  // The residual stream, then the layers' working memory: one scratch block of the cache.
+  float* x = cache.scratch(static_cast<size_t>(n * d + layer_scratch_floats(n))).data();
+  for (int64_t i = 0; i < n; ++i) dequantize_row(weights_.embed, tokens[i], x + i * d);
+  KVCache* one[] = {&cache};
+  run_layers(0, c.num_hidden_layers, Rows{one, p0}, n, x, x + n * d);
   cache.commit(n);
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   if (!logits.empty()) {
-    for (int64_t i = 0; i < n; ++i)
-      rmsnorm(&x[i * d], weights_.final_norm.data(), d, eps, &x[i * d]);
-    linear(weights_.lm_head, x.data(), n, logits.data());
+    for (int64_t i = 0; i < n; ++i) {
+      rmsnorm(x + i * d, weights_.final_norm.data(), d, eps, x + i * d);
+    }
+    linear(weights_.lm_head, x, n, logits.data(), false);
     if (!last_logits.empty()) {
       std::copy_n(logits.data() + (n - 1) * V, V, last_logits.data());
     }
   } else if (!last_logits.empty()) {
-    float* last = &x[(n - 1) * d];
+    float* last = x + (n - 1) * d;
     rmsnorm(last, weights_.final_norm.data(), d, eps, last);
     matvec(weights_.lm_head, last, last_logits.data());
   }
@@ -404,8 +489,65 @@ std::vector<float> Model::prefill(std::span<const int32_t> tokens, KVCache& cach
   return out;
 }
 
+void Model::decode(int32_t token, KVCache& cache, std::span<float> logits) const {
+  if (static_cast<int64_t>(logits.size()) != config_.vocab_size) {
+    fail("decode: logits span has {} floats, expected {}", logits.size(), config_.vocab_size);
+  }
+  KVCache* one[] = {&cache};
+  decode_batch(std::span<const int32_t>(&token, 1), one, logits);
+}
+
+void Model::decode_batch(std::span<const int32_t> tokens, std::span<KVCache* const> caches,
+                         std::span<float> logits) const {
+  const ModelConfig& c = config_;
+  const int64_t B = static_cast<int64_t>(tokens.size()), d = c.hidden_size, V = c.vocab_size;
+  // Every check comes before any cache changes.
+  if (caches.size() != tokens.size()) {
+    fail("decode_batch: {} tokens but {} caches (one token per sequence)", tokens.size(),
+         caches.size());
+  }
+  if (static_cast<int64_t>(logits.size()) != B * V) {
+    fail("decode_batch: logits span has {} floats, expected {} sequences × {}", logits.size(), B,
+         V);
+  }
+  for (int64_t i = 0; i < B; ++i) {
+    const KVCache* ci = caches[static_cast<size_t>(i)];
+    if (ci == nullptr) fail("decode_batch: cache {} is null", i);
+    check_geometry(ci->geometry(), c, "decode_batch", i);
+    if (ci->size() >= ci->capacity()) {
+      fail("decode_batch: cache {} is full ({} of {} positions)", i, ci->size(), ci->capacity());
+    }
+    for (int64_t j = 0; j < i; ++j) {
+      if (caches[static_cast<size_t>(j)] == ci) {
+        fail("decode_batch: caches {} and {} are the same cache (one step per sequence)", j, i);
+      }
+    }
+    const int32_t t = tokens[static_cast<size_t>(i)];
+    if (t < 0 || t >= V) {
+      fail("decode_batch: token id {} of sequence {} is out of range [0, {})", t, i, V);
+    }
+  }
+  if (B == 0) return;
+
+  // The residual streams of all rows, then the layers' working memory: one scratch block of the
+  // first cache (sized by the largest batch it has led).
+  float* x = caches[0]->scratch(static_cast<size_t>(B * d + layer_scratch_floats(B))).data();
+  for (int64_t i = 0; i < B; ++i) {
+    dequantize_row(weights_.embed, tokens[static_cast<size_t>(i)], x + i * d);
+  }
+  const Rows rows{caches, caches[0]->size()};
+  run_layers(0, c.num_hidden_layers, rows, B, x, x + B * d);
+  for (KVCache* ci : caches) ci->commit(1);
+
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int64_t i = 0; i < B; ++i) rmsnorm(x + i * d, weights_.final_norm.data(), d, eps, x + i * d);
+  linear(weights_.lm_head, x, B, logits.data(), true);
+}
+
 std::vector<float> Model::decode(int32_t token, KVCache& cache) const {
-  return prefill(std::span<const int32_t>(&token, 1), cache);
+  std::vector<float> out(static_cast<size_t>(config_.vocab_size));
+  decode(token, cache, out);
+  return out;
 }
 
 }  // namespace molt

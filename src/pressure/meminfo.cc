@@ -1,3 +1,4 @@
+// MemAvailable from /proc/meminfo: what the kernel could give without swapping.
 #include <fstream>
 #include <sstream>
 
@@ -21,20 +22,23 @@ uint64_t parse_meminfo_field(const std::string& text, const std::string& key,
   fail("{}: no {} line", source, key);
 }
 
-std::optional<uint64_t> read_mem_available(std::string* why_not) {
-  std::ifstream f("/proc/meminfo");
+std::optional<uint64_t> read_mem_available(std::string* why_not,
+                                           const std::filesystem::path& root) {
+  const std::filesystem::path path = root / "proc/meminfo";
+  std::ifstream f(path);
   if (!f) {
-    if (why_not) *why_not = "/proc/meminfo is absent";
+    if (why_not) *why_not = fmt::format("{} is absent", path.string());
     return std::nullopt;
   }
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
   if (text.find("MemAvailable:") == std::string::npos) {
-    if (why_not) *why_not = "/proc/meminfo has no MemAvailable (kernel before 3.14)";
+    if (why_not)
+      *why_not = fmt::format("{} has no MemAvailable (kernel before 3.14)", path.string());
     return std::nullopt;
   }
-  return parse_meminfo_field(text, "MemAvailable", "/proc/meminfo");
+  return parse_meminfo_field(text, "MemAvailable", path.string());
 }
 
 }  // namespace molt

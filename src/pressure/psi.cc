@@ -1,7 +1,9 @@
 // Pressure stall information: /proc/pressure/memory averages and poll() triggers
 // (Documentation/accounting/psi.rst).
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,33 +50,44 @@ PsiMemory parse_psi(const std::string& text, const std::string& source) {
   return m;
 }
 
-std::optional<PsiMemory> read_psi_memory(std::string* why_not) {
-  std::ifstream f("/proc/pressure/memory");
+std::optional<PsiMemory> read_psi_memory(std::string* why_not, const std::filesystem::path& root) {
+  const std::filesystem::path path = root / "proc/pressure/memory";
+  std::ifstream f(path);
   if (!f) {
-    if (why_not) *why_not = "/proc/pressure/memory is absent (kernel without CONFIG_PSI, or psi=0)";
+    if (why_not) {
+      *why_not = fmt::format("{} is absent (kernel without CONFIG_PSI, or psi=0)", path.string());
+    }
     return std::nullopt;
   }
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse_psi(ss.str(), "/proc/pressure/memory");
+  return parse_psi(ss.str(), path.string());
 }
 
 std::unique_ptr<PsiTrigger> PsiTrigger::open(uint64_t stall_us, uint64_t window_us,
-                                             std::string* why_not) {
-  const int fd = ::open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (why_not) {
-      *why_not =
-          fmt::format("cannot open /proc/pressure/memory for a trigger: {}", std::strerror(errno));
-    }
+                                             std::string* why_not,
+                                             const std::filesystem::path& root) {
+  const std::filesystem::path path = root / "proc/pressure/memory";
+  const auto say = [&](std::string why) {
+    if (why_not) *why_not = std::move(why);
     return nullptr;
-  }
+  };
+  // Writing the trigger spec into a plain file (a fake tree) would overwrite its content, and
+  // poll() on it never reports POLLPRI: only procfs carries triggers.
+  struct statfs sfs {};
+  if (::statfs(path.c_str(), &sfs) != 0)
+    return say(fmt::format("cannot statfs {}: {}", path.string(), std::strerror(errno)));
+  if (sfs.f_type != PROC_SUPER_MAGIC)
+    return say(fmt::format("{} is not on procfs, so it cannot carry a trigger", path.string()));
+  const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return say(
+        fmt::format("cannot open {} for a trigger: {}", path.string(), std::strerror(errno)));
   const std::string spec = fmt::format("some {} {}", stall_us, window_us);
   if (::write(fd, spec.c_str(), spec.size() + 1) < 0) {
-    if (why_not)
-      *why_not = fmt::format("the kernel refused PSI trigger '{}': {}", spec, std::strerror(errno));
+    const int err = errno;
     ::close(fd);
-    return nullptr;
+    return say(fmt::format("the kernel refused PSI trigger '{}': {}", spec, std::strerror(err)));
   }
   return std::unique_ptr<PsiTrigger>(new PsiTrigger(fd));
 }

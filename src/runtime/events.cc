@@ -45,6 +45,7 @@ nlohmann::json to_json(const MigrationEvent& e) {
                       {"carry_ms", r3(e.carry_ms)},
                       {"first_decode_ms", r3(e.first_decode_ms)},
                       {"seam_kl", num(e.seam_kl)}};
+  if (e.deferred_flops > 0) j["deferred_flops"] = e.deferred_flops;
   if (!e.note.empty()) j["note"] = e.note;
   return j;
 }
@@ -57,7 +58,8 @@ nlohmann::json to_json(const ParkEvent& e) {
   return {{"event", "park"},
           {"rung", e.rung},
           {"budget_mib", r3(e.budget_mib)},
-          {"need_mib", r3(e.need_mib)}};
+          {"need_mib", r3(e.need_mib)},
+          {"note", e.note}};
 }
 
 nlohmann::json to_json(const ResumeEvent& e) {
@@ -90,6 +92,7 @@ nlohmann::json to_json(const DoneEvent& e) {
 std::string describe(const MigrationEvent& e) {
   std::string s = fmt::format("⇆ {} → {}  ({}, {:.0f} ms", e.from, e.to, e.policy, e.ms);
   if (e.flops_saved > 0) s += fmt::format(", {:.0f}% FLOPs saved", 100 * e.flops_saved);
+  if (e.deferred_flops > 0) s += fmt::format(", {:.2g} FLOPs deferred", e.deferred_flops);
   s += fmt::format(", pressure {:.2f})", e.pressure);
   return s;
 }

@@ -1,9 +1,9 @@
-// Healing a mapped cache layer by layer (see generation.h).
+// Healing a mapped cache layer by layer (see heal.h).
+#include "runtime/heal.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-
-#include "runtime/generation.h"
 
 namespace molt::runtime {
 
@@ -20,8 +20,7 @@ size_t HealJob::extra_bytes(const ModelConfig& c, int64_t n0) {
          static_cast<size_t>(2 * c.num_hidden_layers * c.kv_dim() + c.hidden_size);
 }
 
-bool HealJob::step(const Model& m, KVCache& cache, std::span<const int32_t> history,
-                   int64_t chunk) {
+bool HealJob::step(const Model& m, KVCache& cache, std::span<const int32_t> window, int64_t chunk) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n0 = positions(), L = m.config().num_hidden_layers, d = m.config().hidden_size;
   bool done = false;
@@ -45,8 +44,7 @@ bool HealJob::step(const Model& m, KVCache& cache, std::span<const int32_t> hist
     const int64_t held = cache.size();
     if (held > n0) {
       cache.truncate(n0);
-      m.forward(history.subspan(static_cast<size_t>(n0), static_cast<size_t>(held - n0)), cache,
-                {});
+      m.forward(window.subspan(static_cast<size_t>(n0), static_cast<size_t>(held - n0)), cache, {});
     }
     hidden_ = {};
     shadow_.reset();

@@ -39,9 +39,17 @@ double mean_nll(std::span<const float> logits, std::span<const int32_t> targets,
   return total / static_cast<double>(targets.size());
 }
 
-double kl_logits(std::span<const float> p, std::span<const float> q) {
-  if (p.size() != q.size()) return std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> lp = log_softmax(p), lq = log_softmax(q);
+double kl_logits(std::span<const float> p, std::span<const float> q, int64_t vocab) {
+  if (vocab < 0 && p.size() != q.size()) {
+    fail("kl_logits: logit vectors of {} and {} entries (pass the vocabulary to compare)", p.size(),
+         q.size());
+  }
+  const size_t V = vocab < 0 ? p.size() : static_cast<size_t>(vocab);
+  if (p.size() < V || q.size() < V) {
+    fail("kl_logits: vocabulary of {} but logit vectors of {} and {} entries", V, p.size(),
+         q.size());
+  }
+  const std::vector<double> lp = log_softmax(p.first(V)), lq = log_softmax(q.first(V));
   double kl = 0;
   for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
   return std::max(kl, 0.0);
@@ -135,6 +143,8 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
   out.conditions.resize(conditions.size());
   for (size_t c = 0; c < conditions.size(); ++c) out.conditions[c].name = conditions[c].name;
   const int64_t Vr = receiver.config().vocab_size, Vs = sender.config().vocab_size;
+  // Rungs share a tokenizer; rows past the smaller vocabulary are padding.
+  const int64_t shared_vocab = std::min(Vr, Vs);
   double native_nll = 0, sender_nll = 0, native_seam = 0;
   std::vector<double> nll(conditions.size(), 0.0), tkl(conditions.size(), 0.0),
       skl(conditions.size(), 0.0);
@@ -165,7 +175,7 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
     }
     const std::span<const float> native_seam_row(ln.data(), static_cast<size_t>(Vr));
     native_nll += mean_nll(ln, targets, Vr) * static_cast<double>(n);
-    native_seam += kl_logits(sender_seam, native_seam_row);
+    native_seam += kl_logits(sender_seam, native_seam_row, shared_vocab);
 
     std::vector<float> lc(static_cast<size_t>(n * Vr));
     for (size_t c = 0; c < conditions.size(); ++c) {
@@ -178,7 +188,7 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
       const std::span<const float> seam(lc.data(), static_cast<size_t>(Vr));
       nll[c] += mean_nll(lc, targets, Vr) * static_cast<double>(n);
       tkl[c] += kl_logits(native_seam_row, seam);
-      skl[c] += kl_logits(sender_seam, seam);
+      skl[c] += kl_logits(sender_seam, seam, shared_vocab);
     }
     scored += n;
     ++out.windows;

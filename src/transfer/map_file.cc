@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
 #include "molt/formats/safetensors.h"
@@ -366,6 +367,28 @@ void check_route(const MapData& map, const std::filesystem::path& dir, const Mod
   const std::filesystem::path file = dir / kMapFile;
   check_side("sender", map.sender, sender, file);
   check_side("receiver", map.receiver, receiver, file);
+}
+
+MapSummary summarize_map_dir(const std::filesystem::path& dir) {
+  MapSummary m;
+  const std::filesystem::path file = dir / "map.safetensors";
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(file, ec);
+  if (ec) return m;
+  m.present = true;
+  m.file_bytes = static_cast<double>(n);
+  try {
+    auto f = SafetensorsFile::open(file);
+    auto it = f->metadata().find("residuals");
+    if (it == f->metadata().end()) return m;
+    const auto j = nlohmann::json::parse(it->second);
+    const auto& t = j.at("total");
+    m.residual =
+        0.5 * (t.at("k").at("rel_rms").get<double>() + t.at("v").at("rel_rms").get<double>());
+  } catch (const std::exception&) {
+    m.residual = -1;  // unreadable metadata: quality unknown (loading will say why)
+  }
+  return m;
 }
 
 }  // namespace molt

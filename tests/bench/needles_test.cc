@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "molt/common/error.h"
@@ -94,6 +95,33 @@ TEST(NeedleMatch, TrimsWhitespaceOnly) {
   EXPECT_TRUE(needle_answer_matches("Comet\n", " Comet"));
   EXPECT_FALSE(needle_answer_matches(" 730", " 7305"));
   EXPECT_FALSE(needle_answer_matches("comet", "Comet"));
+}
+
+TEST(NeedleFile, ReadsTheContextAskedForAndNamesBadLines) {
+  test::TempDir dir;
+  const auto file = dir / "n.jsonl";
+  std::ofstream(file) << R"({"context": 700, "prompt": "p1", "answer": " a1", "depth": 0.5})"
+                      << "\n\n"
+                      << R"({"context": 2048, "prompt": "p2", "answer": " a2"})"
+                      << "\n"
+                      << R"({"context": 700, "prompt": "p3", "answer": " a3"})"
+                      << "\n"
+                      << R"({"context": 700, "answer": " a4"})"
+                      << "\n";
+  const auto two = read_needles(file, 700, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].prompt, "p1");
+  EXPECT_EQ(two[0].depth, 0.5);
+  EXPECT_EQ(two[1].answer, " a3");
+  try {
+    read_needles(file, 700, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("n.jsonl:5:"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_needles(file, 123, 10), Error);
+  EXPECT_THROW(read_needles(dir / "absent.jsonl", 700, 1), Error);
+  EXPECT_EQ(read_text_file(file).substr(0, 2), "{\"");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "molt/formats/hf_config.h"
+#include "molt/runtime/metrics.h"
 #include "test_util.h"
 
 namespace molt {
@@ -48,6 +50,14 @@ TEST(CliEngine, BenchDecodeJsonHasTheKeys) {
     ASSERT_TRUE(j.contains(k)) << k;
     EXPECT_GT(j[k].get<double>(), 0) << k;
   }
+  // The prefill GFLOP/s count the work a prefill does: the one count of runtime/metrics, with
+  // the lm_head once (a doubled count or an lm_head per prompt token fails here).
+  const ModelConfig c = load_model_config(dir / "m");
+  const FlopCount f = prefill_flop_count(c, 8);
+  EXPECT_EQ(j["prefill_flops"].get<double>(), f.total());
+  EXPECT_EQ(j["prefill_flops_lm_head"].get<double>(), 2.0 * c.hidden_size * c.vocab_size);
+  EXPECT_NEAR(j["prefill_gflop_s"].get<double>() / j["prefill_tok_s"].get<double>(),
+              f.total() / 8 / 1e9, 1e-9 * f.total());
 }
 
 TEST(CliEngine, BadInputsGiveClearErrors) {

@@ -136,5 +136,41 @@ TEST(Attention, RejectsBadShapes) {
   EXPECT_THROW(attention({2, 1, 4}, x, x, x, -1, 1, x), Error);
 }
 
+// Batched decode: queries of several sequences, each against its own cache (lengths from one
+// key to past the 256-key splits), in one call equal one call each bit for bit, for 1 and 2
+// threads and one or two KV heads (one head splits long caches over the threads).
+TEST(Attention, BatchOfSequencesEqualsOneCallEach) {
+  const int before = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const AttentionShape s : {AttentionShape{4, 1, 64}, AttentionShape{14, 2, 64}}) {
+      const int64_t qd = s.n_heads * s.head_dim, kvd = s.n_kv_heads * s.head_dim;
+      const std::vector<int64_t> pos = {0, 5, 700, 255, 1100};
+      std::vector<std::vector<float>> k, v;
+      const auto q = random_floats(pos.size() * static_cast<size_t>(qd), 40);
+      std::vector<float> batched(q.size(), -1.0f), alone(q.size(), -2.0f);
+      std::vector<AttentionQuery> queries;
+      for (size_t i = 0; i < pos.size(); ++i) {
+        const auto rows = static_cast<size_t>((pos[i] + 1) * kvd);
+        k.push_back(random_floats(rows, 41 + static_cast<uint32_t>(i)));
+        v.push_back(random_floats(rows, 51 + static_cast<uint32_t>(i)));
+      }
+      for (size_t i = 0; i < pos.size(); ++i) {
+        const float* qi = q.data() + i * static_cast<size_t>(qd);
+        queries.push_back({qi, k[i].data(), v[i].data(), pos[i], batched.data() + i * qd});
+        attention(s, qi, k[i].data(), v[i].data(), pos[i], 1, alone.data() + i * qd);
+      }
+      attention_batch(s, queries);
+      EXPECT_EQ(batched, alone) << threads << " threads, " << s.n_kv_heads << " kv heads";
+    }
+  }
+  set_num_threads(before);
+  attention_batch({2, 1, 4}, {});  // no sequences: nothing to do
+  float x[8] = {};
+  const AttentionQuery bad[] = {{x, x, x, -1, x}};
+  EXPECT_THROW(attention_batch({2, 1, 4}, bad), Error);
+  EXPECT_THROW(attention_batch({3, 2, 4}, bad), Error);
+}
+
 }  // namespace
 }  // namespace molt

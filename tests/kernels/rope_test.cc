@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels_test_util.h"
@@ -84,6 +85,45 @@ TEST(Rope, ScoresDependOnRelativePositionOnly) {
   EXPECT_NEAR(score(5, 5), score(0, 0), 1e-4);
 }
 
+TEST(Rope, CosSinTableRotatesBitForBitLikeRopeApply) {
+  // rope_apply is rope_cos_sin + rope_rotate: one table of a position serves many rows.
+  const RopeSpec spec{64, 1e6};
+  for (int64_t pos : {0, 3, 999, 32767}) {
+    std::vector<float> cs(64);
+    rope_cos_sin(spec, pos, cs.data(), cs.data() + 32);
+    for (bool inverse : {false, true}) {
+      auto a = random_floats(4 * 64, static_cast<uint32_t>(pos + 9)), b = a;
+      rope_apply(spec, pos, a.data(), 4, inverse);
+      rope_rotate(64, cs.data(), cs.data() + 32, b.data(), 4, inverse);
+      ASSERT_EQ(a, b) << pos << " " << inverse;
+    }
+  }
+}
+
+TEST(Rope, ShiftMovesAKeyToItsNativeRotationAtTheNewPosition) {
+  // Keys rotated at `from`, shifted to `to`, against the un-rotated key rotated at `to`: one
+  // rotation's f32 round-off, at positions where the f32 angle itself is coarse.
+  for (int64_t d : {16, 64, 128}) {
+    const RopeSpec spec{d, 1e6};
+    for (auto [from, to] :
+         {std::pair<int64_t, int64_t>{100, 37}, {32767, 1}, {5000, 4999}, {7, 7}, {3, 900}}) {
+      const auto raw = random_floats(static_cast<size_t>(2 * d), static_cast<uint32_t>(d + to));
+      auto shifted = raw, native = raw;
+      rope_apply(spec, from, shifted.data(), 2);
+      rope_shift(spec, from, to, shifted.data(), 2);
+      rope_apply(spec, to, native.data(), 2);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        ASSERT_NEAR(shifted[i], native[i], 1e-6) << d << " " << from << "→" << to << " at " << i;
+      }
+    }
+  }
+  // A shift to the same position is the identity.
+  auto x = random_floats(64, 8);
+  const auto x0 = x;
+  rope_shift({64, 1e4}, 123, 123, x.data(), 1);
+  EXPECT_EQ(x, x0);
+}
+
 TEST(Rope, RejectsOddHeadDim) {
   float x[3] = {};
   try {
@@ -93,6 +133,8 @@ TEST(Rope, RejectsOddHeadDim) {
     EXPECT_NE(std::string(e.what()).find("rope_apply: head_dim 3"), std::string::npos);
   }
   EXPECT_THROW(rope_apply({4, 0.0}, 1, x, 1), Error);
+  EXPECT_THROW(rope_shift({3, 1e4}, 2, 1, x, 1), Error);
+  EXPECT_THROW(rope_cos_sin({4, -1.0}, 1, x, x + 2), Error);
 }
 
 }  // namespace

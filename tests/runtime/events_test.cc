@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
+#include "molt/runtime/metrics.h"
 #include "molt/runtime/policy.h"
 #include "molt/runtime/session.h"
+#include "molt/transfer/eval.h"
 
 namespace molt {
 namespace {
@@ -36,7 +38,7 @@ TEST(Events, JsonCarriesTheEventNameAndTheDesignFields) {
   EXPECT_EQ(dj["event"], "done");
   EXPECT_EQ(dj["rungs_used"], nlohmann::json({"l", "m"}));
   EXPECT_EQ(dj["killed"], false);
-  EXPECT_EQ(to_json(ParkEvent{"s", 1, 2})["event"], "park");
+  EXPECT_EQ(to_json(ParkEvent{"s", 1, 2, ""})["event"], "park");
   EXPECT_EQ(to_json(ResumeEvent{"s", 3, 4})["event"], "resume");
   EXPECT_EQ(to_json(HealEvent{"s", 9, 30, 5, 1.0})["at_token"], 9);
 }
@@ -56,11 +58,25 @@ TEST(Policies, NamesRoundTripAndUnknownOnesAreListed) {
 
 TEST(Metrics, KlIsZeroForEqualDistributionsAndPositiveOtherwise) {
   const std::vector<float> a = {1, 2, 3, 4}, b = {4, 3, 2, 1};
-  EXPECT_NEAR(kl_from_logits(a, a, 4), 0.0, 1e-12);
-  EXPECT_GT(kl_from_logits(a, b, 4), 0.5);
+  EXPECT_NEAR(kl_logits(a, a, 4), 0.0, 1e-12);
+  EXPECT_GT(kl_logits(a, b, 4), 0.5);
   // Only the first `vocab` entries count (padded model rows are not tokens).
   const std::vector<float> c = {1, 2, 3, 4, 100};
-  EXPECT_NEAR(kl_from_logits(a, c, 4), 0.0, 1e-12);
+  EXPECT_NEAR(kl_logits(a, c, 4), 0.0, 1e-12);
+}
+
+TEST(Metrics, PrefillFlopsMatchAHandCount) {
+  // d = 8, 2 heads × 4 (q_dim 8), 1 KV head (kv_dim 4), ff 16, 2 layers, vocab 10, 3 tokens:
+  // per token and layer 2·(8·8 + 2·8·4 + 8·8 + 3·8·16) = 2·576; attention 2·2·8·3·4 = 384;
+  // the lm_head once (the last position's logits only): 2·8·10 = 160.
+  ModelConfig c;
+  c.hidden_size = 8, c.num_hidden_layers = 2, c.num_attention_heads = 2, c.num_key_value_heads = 1;
+  c.head_dim = 4, c.intermediate_size = 16, c.vocab_size = 10;
+  const FlopCount f = prefill_flop_count(c, 3);
+  EXPECT_EQ(f.linear, 2.0 * 2 * 576 * 3);
+  EXPECT_EQ(f.attention, 384.0);
+  EXPECT_EQ(f.lm_head, 160.0);
+  EXPECT_EQ(prefill_flops(c, 3), 6912.0 + 384 + 160);
 }
 
 TEST(Metrics, PrefillFlopsGrowWithContext) {

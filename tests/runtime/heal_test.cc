@@ -1,8 +1,9 @@
 // Healing rebuilds a native cache from any starting cache (here: zeros standing in for a
 // mapped one), layer by layer, including positions decoded after the seam.
+#include "runtime/heal.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/generation.h"
 #include "runtime_fixture.h"
 
 namespace molt {

@@ -106,9 +106,11 @@ inline std::vector<int32_t> test_prompt(int64_t n = 20) {
   return p;
 }
 
-// Footprint of rung r for the session being run (the session reshapes the ladder first).
+// Footprint of rung r for a generation of this capacity (its own shape: default prefill chunk,
+// this many positions, the threads in use).
 inline double footprint_mib(const Ladder& l, int r, int64_t capacity) {
-  return static_cast<double>(l.rung(r).footprint().total(capacity)) / (1024.0 * 1024.0);
+  const FootprintShape shape{SessionOptions{}.prefill_chunk, capacity, num_threads()};
+  return static_cast<double>(l.rung(r).footprint_for(shape).total(capacity)) / (1024.0 * 1024.0);
 }
 
 }  // namespace molt::test

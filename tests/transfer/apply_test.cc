@@ -29,7 +29,7 @@ class Apply : public ::testing::Test {
 
 TEST_F(Apply, IdentityMapReproducesTheCacheThroughTheSandwich) {
   auto map = CacheMap::from_data(test::identity_map(*model_));
-  KVCache dst = model_->new_cache(4);  // grows as needed
+  KVCache dst = model_->new_cache(n_);
   map->apply(*model_, *native_, *model_, ids_, {}, dst);
   ASSERT_EQ(dst.size(), n_);
   const int64_t kv = cfg_.kv_dim();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,13 @@ struct NeedleOptions {
 // molt::Error when it has too little text for the context asked.
 std::vector<NeedleItem> make_needles(const Tokenizer& tok, std::string_view filler,
                                      const NeedleOptions& opt);
+
+// Needles from JSON lines {prompt, answer, context, depth?}: the first `count` whose "context"
+// equals `context`. Errors name the file and line, or say that none matched.
+std::vector<NeedleItem> read_needles(const std::filesystem::path& file, int64_t context,
+                                     int64_t count);
+// A whole text file (filler prose); errors name the file.
+std::string read_text_file(const std::filesystem::path& file);
 
 // Exact match after trimming surrounding whitespace (how needle accuracy is scored).
 bool needle_answer_matches(std::string_view got, std::string_view expected);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace molt {
 
@@ -16,5 +17,18 @@ struct AttentionShape {
 // out: [n, n_heads, head_dim]. Scale 1/sqrt(head_dim). n = 1 is the decode step.
 void attention(const AttentionShape& s, const float* q, const float* k, const float* v, int64_t p0,
                int64_t n, float* out);
+
+// One decode query of each of several sequences, each against its own cache: q [n_heads,
+// head_dim] at position `pos` attends to rows 0 ..= pos of k, v; out [n_heads, head_dim].
+struct AttentionQuery {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t pos;
+  float* out;
+};
+// Batched decode: all the queries in one parallel region (the threads woken once, not once per
+// sequence); each result equals attention(s, q, k, v, pos, 1, out) of that query bit for bit.
+void attention_batch(const AttentionShape& s, std::span<const AttentionQuery> queries);
 
 }  // namespace molt

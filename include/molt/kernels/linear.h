@@ -64,6 +64,14 @@ void matvec(const WeightMatrix& w, const float* x, float* y);
 void matvec_multi(std::span<const WeightMatrix* const> ws, const float* x,
                   std::span<float* const> ys);
 
+// Batched decode: ys[i] = x · ws[i]ᵀ for n rows of x ([n × cols] → ys[i] [n × rows_i]), up to
+// 8 weights that read the same x. Each row's result equals matvec (matvec_multi) of that row
+// alone bit for bit, while each weight is read from memory once for all n rows: a decode step
+// of n sequences costs about one pass over the weights, not n. Any n >= 0; n = 1 is matvec_multi.
+void matvec_batch(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                  std::span<float* const> ys);
+void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y);
+
 // y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm; 16-bit and
 // quantised weights are dequantised in tiles and fed to sgemm.
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);

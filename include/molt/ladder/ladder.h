@@ -22,6 +22,12 @@ class Ladder {
   // which check was made). Loads no weights.
   static std::unique_ptr<Ladder> open(const std::filesystem::path& manifest,
                                       const FootprintShape& shape = {});
+  // One model directory as a one-rung ladder (no routes), loaded with `load` (e.g. quantised
+  // at load; the footprint is still the stored checkpoint's). Its tokenizer, when the
+  // directory has one, is the ladder's.
+  static std::unique_ptr<Ladder> single(const std::filesystem::path& dir,
+                                        const LoadOptions& load = {},
+                                        const FootprintShape& shape = {});
 
   const std::string& name() const { return manifest_.name; }
   const LadderManifest& manifest() const { return manifest_; }
@@ -43,13 +49,32 @@ class Ladder {
   // Recomputes every rung's footprint for a session shape (order stays).
   void reshape(const FootprintShape& shape);
 
+  // Reference counts, so that generations share one mapping of a rung's weights. A generation
+  // holds a rung while its KV cache belongs to that rung, and uses it while it decodes there
+  // (a parked generation holds without using). Counting changes no residency: load, park and
+  // release are decided by the caller (a migration, a park, the ladder's owner).
+  void hold(int r);
+  void drop(int r);
+  void use(int r);
+  void unuse(int r);
+  int holders(int r) const { return counts_.at(static_cast<size_t>(r)).holders; }
+  int users(int r) const { return counts_.at(static_cast<size_t>(r)).users; }
+  // The owner's clean-up: releases every rung that no generation holds. Returns how many.
+  int release_unused();
+
   // Sum of every rung's resident bytes by the accounting.
   size_t resident_bytes() const;
 
  private:
   Ladder() = default;
+  static std::unique_ptr<Ladder> from_manifest(LadderManifest manifest, const FootprintShape& shape,
+                                               const LoadOptions& load);
   LadderManifest manifest_;
   std::vector<std::unique_ptr<Rung>> rungs_;
+  struct Counts {
+    int holders = 0, users = 0;
+  };
+  std::vector<Counts> counts_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_note_;
   int64_t vocab_size_ = 0;

@@ -18,9 +18,6 @@ struct ProcessMemory {
 // Reads /proc/self/smaps_rollup (falls back to /proc/self/statm) and /proc/self/status.
 ProcessMemory read_process_memory();
 
-// Resident set of another process (VmRSS of /proc/<pid>/status); 0 when it is gone.
-size_t process_rss_bytes(int pid);
-
 // Resets VmHWM to the current RSS (writes 5 to /proc/self/clear_refs) so the peak of one
 // phase can be measured; false where the kernel does not allow it.
 bool reset_peak_rss();

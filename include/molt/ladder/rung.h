@@ -14,12 +14,11 @@
 namespace molt {
 
 enum class RungState { kReleased, kLoaded, kParked };
-const char* rung_state_name(RungState s);
 
 class Rung {
  public:
   // Reads config.json and the safetensors headers (for the stored size); loads nothing.
-  Rung(const ManifestRung& spec, const FootprintShape& shape);
+  Rung(const ManifestRung& spec, const FootprintShape& shape, const LoadOptions& load = {});
 
   const std::string& name() const { return spec_.name; }
   const std::string& precision() const { return spec_.precision; }
@@ -48,6 +47,8 @@ class Rung {
 
   // Recomputes the footprint for another session shape (the scratch depends on it).
   void reshape(const FootprintShape& shape);
+  // The footprint for a shape, leaving this rung's own as it is (each generation has its own).
+  Footprint footprint_for(const FootprintShape& shape) const;
 
   // Bytes of this rung now resident by the accounting (weights by state; caches are the
   // session's).
@@ -56,6 +57,7 @@ class Rung {
  private:
   void touch_pages() const;
   ManifestRung spec_;
+  LoadOptions load_;
   ModelConfig config_;
   DType dtype_ = DType::BF16;
   size_t stored_bytes_ = 0;

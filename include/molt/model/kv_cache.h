@@ -1,11 +1,16 @@
 // The KV cache of one generation: per layer, K (after RoPE) and V, laid out
 // [position][kv_head][head_dim] in f32, plus optionally the residual-stream hidden state
 // entering each layer (and the final one). The transfer part reads and writes all of it.
+//
+// Plain data with its costs in sight: one allocation, made at construction for `capacity`
+// positions and never grown; no implicit copies (copy() says what it costs).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "molt/kernels/ops.h"
 
 namespace molt {
 
@@ -19,17 +24,25 @@ struct CacheGeometry {
 
 class KVCache {
  public:
-  // `capacity` positions are reserved up front (the cache grows past it when needed).
-  // keep_hidden records hidden states: n_layers + 1 vectors of hidden_size per position
-  // (index l = input of layer l, index n_layers = output of the last layer, before the
-  // final norm).
+  // Allocates (and zeroes) `capacity` positions (at least 1) in one buffer; reserve() or
+  // set_size() past them throws. keep_hidden records hidden states: n_layers + 1 vectors of
+  // hidden_size per position (index l = input of layer l, index n_layers = output of the last
+  // layer, before the final norm).
   KVCache(const CacheGeometry& g, int64_t capacity, bool keep_hidden = false);
+
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+  KVCache(KVCache&&) noexcept = default;
+  KVCache& operator=(KVCache&&) noexcept = default;
+  // A full copy (bytes() of memory, and as many copied); the scratch stays behind.
+  KVCache copy() const;
 
   const CacheGeometry& geometry() const { return g_; }
   int64_t size() const { return size_; }  // positions filled
   bool keeps_hidden() const { return keep_hidden_; }
 
-  // Views of one layer; rows 0 .. size()-1 are valid. [pos * kv_dim + head * head_dim + i]
+  // Views of one layer over all capacity() rows; rows 0 .. size()-1 are valid.
+  // [pos * kv_dim + head * head_dim + i]
   std::span<float> k(int64_t layer);
   std::span<float> v(int64_t layer);
   std::span<const float> k(int64_t layer) const;
@@ -38,27 +51,48 @@ class KVCache {
   std::span<float> hidden(int64_t index);
   std::span<const float> hidden(int64_t index) const;
 
-  // Makes room for n more positions and returns the first new position; the model fills
-  // them, then commit(n) makes them visible.
+  // Checks that n more positions fit and returns the first new one; the model fills them, then
+  // commit(n) makes them visible. Throws when they would pass the capacity.
   int64_t reserve(int64_t n);
   void commit(int64_t n);
   // Drops positions >= n (undo, or re-prefill from a point).
   void truncate(int64_t n);
-  // Sets the filled length directly after a caller wrote rows itself (transfer).
+  // Sets the filled length directly after a caller wrote rows itself (transfer); at most
+  // capacity().
   void set_size(int64_t n);
   void clear() { size_ = 0; }
 
-  size_t bytes() const;  // memory held, at capacity
+  // Sheds context (DESIGN.md §2): drops positions [n_sink, n_sink + n_drop), moves the later
+  // ones down by n_drop and re-rotates their keys from position p to p − n_drop (rope: the
+  // model's RoPE, Model::rope()). Values and hidden states just move. Costs one pass over the
+  // kept rows of every layer. n_drop = 0 does nothing.
+  void shed(int64_t n_sink, int64_t n_drop, const RopeSpec& rope);
+
+  size_t bytes() const;  // memory held for K, V (and hidden states), at capacity
   size_t bytes_per_token() const;
   int64_t capacity() const { return capacity_; }
 
+  // Working memory of the model's forward pass over this cache (not part of its contents:
+  // copy() leaves it behind). Kept at the largest size asked for, so once a prefill or the
+  // first decode step has sized it, decode steps allocate nothing; owned per cache, so
+  // generations interleaved on one Model never share it.
+  std::span<float> scratch(size_t floats);
+  size_t scratch_bytes() const { return scratch_.size() * sizeof(float); }
+
  private:
-  void grow(int64_t capacity);
+  KVCache() = default;
+  float* block(int64_t index);  // K of layer l = 2l, V = 2l + 1, hidden i = 2·n_layers + i
+  const float* block(int64_t index) const;
+  int64_t block_floats(int64_t index) const;
+  int64_t check_layer(int64_t layer) const;
+  int64_t check_hidden(int64_t index) const;
+
   CacheGeometry g_;
   int64_t capacity_ = 0;
   int64_t size_ = 0;
   bool keep_hidden_ = false;
-  std::vector<std::vector<float>> k_, v_, hidden_;
+  std::vector<float> data_;  // every block, one after another, each capacity_ rows
+  std::vector<float> scratch_;
 };
 
 }  // namespace molt

@@ -71,7 +71,21 @@ class Model {
   void forward(std::span<const int32_t> tokens, KVCache& cache, std::span<float> logits,
                std::span<float> last_logits = {}) const;
 
-  // Convenience: returns the last position's logits.
+  // One decode step into the caller's buffer (vocab_size floats). Working memory lives in the
+  // cache (KVCache::scratch), so steady-state decoding allocates nothing and any number of
+  // caches may be decoded on one Model, interleaved or from different threads.
+  void decode(int32_t token, KVCache& cache, std::span<float> logits) const;
+  // One decode step of B = tokens.size() independent sequences in one pass over the weights:
+  // token i runs at position caches[i]->size() of its own cache (lengths may differ), and
+  // logits[i × vocab ..] receives its logits ([B × vocab]). Each row equals decode() of that
+  // sequence alone bit for bit (the linears read each weight once for all B rows; attention,
+  // RoPE and norms run per sequence). Working memory is caches[0]'s scratch, so steady-state
+  // batches allocate nothing. B = 1 is decode(). Throws, changing no cache, when the spans'
+  // sizes disagree, a cache is null, repeated, full, or of another geometry, or a token is out
+  // of range.
+  void decode_batch(std::span<const int32_t> tokens, std::span<KVCache* const> caches,
+                    std::span<float> logits) const;
+  // Convenience: returns the last position's logits (allocates the vector).
   std::vector<float> prefill(std::span<const int32_t> tokens, KVCache& cache) const;
   std::vector<float> decode(int32_t token, KVCache& cache) const;
 
@@ -86,6 +100,12 @@ class Model {
 
  private:
   Model() = default;
+  struct Rows;  // which cache and position each row of a pass belongs to (model.cc)
+  // The layer loop of forward, forward_layers and decode_batch over n rows of x;
+  // `work` holds layer_scratch_floats(n) floats.
+  void run_layers(int64_t first, int64_t last, const Rows& rows, int64_t n, float* x,
+                  float* work) const;
+  int64_t layer_scratch_floats(int64_t n) const;
   void quantize_weights(const LoadOptions& o);
   void interleave_weights();
   ModelConfig config_;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct MigrationEvent {
   double flops_saved =
       0;                // fraction of the receiver's re-prefill FLOPs not spent before it resumes
   double pressure = 0;  // 1 − budget / top rung's footprint, in [0, 1]
+  // heal: the re-prefill FLOPs it defers to the decode steps after the seam (flops_saved is 0:
+  // healing re-runs every layer over every carried position).
+  double deferred_flops = 0;
   // Detail.
   std::string requested;  // the session's policy (auto, or one that fell back)
   std::string direction;  // "down" or "up"
@@ -52,6 +56,7 @@ struct ParkEvent {
   std::string rung;  // empty when nothing was loaded yet
   double budget_mib = 0;
   double need_mib = 0;  // the smallest rung's footprint
+  std::string note;     // why, when it is not only the budget (a rung that failed to load)
 };
 
 struct ResumeEvent {
@@ -114,20 +119,22 @@ class EventLog : public EventSink {
   DoneEvent done;
 };
 
-// Forwards every event to two sinks.
-class TeeSink : public EventSink {
+// One JSON object per line (the CLI's --json, a server's log), flushed per event so a reader
+// sees each as it happens; invalid UTF-8 in token text is replaced, never thrown.
+class JsonLineSink : public EventSink {
  public:
-  TeeSink(EventSink& a, EventSink& b) : a_(a), b_(b) {}
-  void on_token(const TokenEvent& e) override { a_.on_token(e), b_.on_token(e); }
-  void on_migration(const MigrationEvent& e) override { a_.on_migration(e), b_.on_migration(e); }
-  void on_budget(const BudgetEvent& e) override { a_.on_budget(e), b_.on_budget(e); }
-  void on_park(const ParkEvent& e) override { a_.on_park(e), b_.on_park(e); }
-  void on_resume(const ResumeEvent& e) override { a_.on_resume(e), b_.on_resume(e); }
-  void on_heal(const HealEvent& e) override { a_.on_heal(e), b_.on_heal(e); }
-  void on_done(const DoneEvent& e) override { a_.on_done(e), b_.on_done(e); }
+  explicit JsonLineSink(std::FILE* out) : out_(out) {}
+  void on_token(const TokenEvent& e) override;
+  void on_migration(const MigrationEvent& e) override;
+  void on_budget(const BudgetEvent& e) override;
+  void on_park(const ParkEvent& e) override;
+  void on_resume(const ResumeEvent& e) override;
+  void on_heal(const HealEvent& e) override;
+  void on_done(const DoneEvent& e) override;
 
  private:
-  EventSink &a_, &b_;
+  void write(const nlohmann::json& j);
+  std::FILE* out_;
 };
 
 // One JSON object per event, with "event" naming it; NaN fields are null.

@@ -24,7 +24,8 @@ struct SwitchCostOptions {
 
 // `ids`: the context (held in the sender's cache) followed by one pending token. Loads the
 // sender (warm: its pages are touched before the clock starts), fills its cache, then migrates
-// to `to` and decodes the pending token on the receiver. Every rung is released afterwards.
+// to `to` and decodes the pending token on the receiver. Every unused rung is released
+// before and after.
 MigrationEvent measure_switch(Ladder& ladder, int from, int to, std::span<const int32_t> ids,
                               const SwitchCostOptions& options);
 

@@ -72,7 +72,9 @@ void fill_zero_cache(int64_t n, KVCache& dst);
 
 // Mean negative log-likelihood of `targets` under row-major logits [targets.size() × vocab].
 double mean_nll(std::span<const float> logits, std::span<const int32_t> targets, int64_t vocab);
-// KL(p ‖ q) of two logit vectors (softmax taken in double).
-double kl_logits(std::span<const float> p, std::span<const float> q);
+// KL(p ‖ q) of the softmax distributions (taken in double) of two logit vectors over their
+// first `vocab` entries (padded model rows are not tokens); vocab < 0: the whole spans, which
+// must then be the same length. Throws when a span is shorter than vocab.
+double kl_logits(std::span<const float> p, std::span<const float> q, int64_t vocab = -1);
 
 }  // namespace molt

@@ -10,9 +10,9 @@
 
 namespace molt {
 
-// cos / sin of every RoPE angle for positions p0 .. p0+n-1, computed exactly as rope_apply
-// computes them (f32 inverse frequencies, f32 angle, cos/sin in double rounded to f32), so
-// rotating through a table equals rope_apply bit for bit.
+// cos / sin of every RoPE angle for positions p0 .. p0+n-1, precomputed once for many rows:
+// filled by the kernels' rope_cos_sin and applied by their rope_rotate (the one RoPE
+// implementation), so rotating through a table equals rope_apply bit for bit.
 class RopeTable {
  public:
   RopeTable(const RopeSpec& spec, int64_t p0, int64_t n);

@@ -1,0 +1,314 @@
+// Rounds: read the budget once, plan, pull the levers, step every runnable tenant, settle the
+// ladder's residency, account.
+#include "molt/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "molt/common/error.h"
+#include "molt/ladder/process_memory.h"
+#include "scheduler/spawn.h"
+
+namespace molt::sched {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kWaitingTicket = int64_t{1} << 40;  // waiting tenants queue after admitted ones
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+void note_rung(TenantStatus& s, const std::string& rung) {
+  if (std::find(s.rungs_used.begin(), s.rungs_used.end(), rung) == s.rungs_used.end())
+    s.rungs_used.push_back(rung);
+}
+
+// A heal migration keeps a shadow of the carried positions beside the live cache until it
+// completes (the runtime's HealJob::extra_bytes, which Generation::own_mib adds only once it
+// exists); auto may choose heal. Reserved for every move of such a tenant, so that the planner's
+// prediction holds after the step that migrates.
+double heal_reserve_mib(const Ladder& l, int rung, int64_t positions) {
+  const ModelConfig& c = l.rung(rung).config();
+  const double per_position = 2.0 * static_cast<double>(c.num_hidden_layers * c.kv_dim()) +
+                              static_cast<double>(c.hidden_size);
+  return static_cast<double>(positions) * per_position * sizeof(float) / kMiB;
+}
+
+}  // namespace
+
+struct Scheduler::Tenant {
+  TenantSpec spec;
+  TenantStatus status;
+  std::unique_ptr<Generation> gen;
+  std::vector<int32_t> window;  // the ids the cache holds + the pending one
+  int64_t capacity = 0;         // positions the cache is allocated for
+  int64_t base = 0;             // tokens produced by earlier generations of this tenant
+  int64_t ticket = 0;           // arrival order
+  int64_t admitted = 0;         // admission order
+
+  bool admitted_now() const { return gen != nullptr && !gen->finished(); }
+  int64_t remaining() const { return spec.options.max_tokens - status.tokens(); }
+  SessionOptions options() const { return tenant_options(spec.options, capacity, remaining()); }
+};
+
+Scheduler::Scheduler(Ladder& ladder, BudgetSource* budget, SchedulerConfig cfg)
+    : ladder_(ladder), budget_(budget), cfg_(cfg), t_start_(Clock::now()) {
+  if (cfg_.shed_sink < 0 || cfg_.min_shed < 1)
+    fail("scheduler: shed_sink must be >= 0 and min_shed >= 1");
+  if (cfg_.measure_rss) rss_base_mib_ = to_mib(read_process_memory().rss_bytes);
+  reference_mib_ = static_cast<double>(ladder_.rung(0).footprint().weight_bytes +
+                                       ladder_.rung(0).footprint().heap_weight_bytes) /
+                   kMiB;
+}
+
+Scheduler::~Scheduler() = default;
+
+size_t Scheduler::add(TenantSpec spec) {
+  if (spec.prompt.size() < 2)
+    fail("tenant '{}': the prompt needs at least two tokens (got {})", spec.name,
+         spec.prompt.size());
+  for (int32_t id : spec.prompt) {
+    if (id < 0 || id >= ladder_.vocab_size())
+      fail("tenant '{}': prompt id {} is outside the vocabulary [0, {})", spec.name, id,
+           ladder_.vocab_size());
+  }
+  auto t = std::make_unique<Tenant>();
+  t->capacity = static_cast<int64_t>(spec.prompt.size()) + spec.options.max_tokens;
+  t->window = spec.prompt;
+  t->ticket = static_cast<int64_t>(tenants_.size());
+  t->status.name = spec.name;
+  t->status.priority = spec.priority;
+  t->status.arrival = spec.arrival;
+  t->status.max_tokens = spec.options.max_tokens;
+  t->spec = std::move(spec);
+  t->options();  // validates the policy and the options now, not at admission
+  reference_mib_ += own_at(ladder_, 0, t->capacity, t->spec.options);
+  tenants_.push_back(std::move(t));
+  return tenants_.size() - 1;
+}
+
+size_t Scheduler::size() const {
+  return tenants_.size();
+}
+
+const TenantStatus& Scheduler::tenant(size_t i) const {
+  return tenants_.at(i)->status;
+}
+
+bool Scheduler::done() const {
+  return std::all_of(tenants_.begin(), tenants_.end(),
+                     [](const auto& t) { return t->status.state == TenantState::kFinished; });
+}
+
+double Scheduler::accounted_mib() const {
+  double u = static_cast<double>(ladder_.resident_bytes()) / kMiB;
+  for (const auto& t : tenants_) {
+    if (t->admitted_now() && t->gen->rung() >= 0) u += t->gen->own_mib(t->gen->rung());
+  }
+  return u;
+}
+
+std::vector<size_t> Scheduler::view_tenants() const {
+  std::vector<size_t> who;
+  for (size_t i = 0; i < tenants_.size(); ++i) {
+    const TenantStatus& s = tenants_[i]->status;
+    if (s.state == TenantState::kFinished) continue;
+    if (s.state == TenantState::kWaiting && s.arrival > round_) continue;
+    who.push_back(i);
+  }
+  return who;
+}
+
+TenantView Scheduler::view_of(const Tenant& t) const {
+  TenantView v;
+  v.priority = t.spec.priority;
+  v.state = t.status.state;
+  v.admitted = t.gen ? t.admitted : kWaitingTicket + t.ticket;
+  v.rung = t.gen ? t.gen->rung() : -1;
+  const Policy policy = t.spec.options.policy;
+  const bool heals = t.gen && (policy == Policy::kHeal || policy == Policy::kAuto);
+  for (int r = 0; r < ladder_.size(); ++r) {
+    double own = t.gen ? t.gen->own_mib(r) : own_at(ladder_, r, t.capacity, t.spec.options);
+    if (heals && r != v.rung) own += heal_reserve_mib(ladder_, r, t.gen->positions());
+    v.own_mib.push_back(own);
+  }
+  // A shed halves the context after the sink and moves the cache into that much less memory; a
+  // suspended tenant cannot (the move needs its rung's weights).
+  const int64_t drop = (t.gen ? t.gen->positions() - cfg_.shed_sink : 0) / 2;
+  if (cfg_.allow_shed && v.state == TenantState::kRunning && drop >= cfg_.min_shed) {
+    v.shed_mib =
+        t.gen->own_mib(v.rung) - own_at(ladder_, v.rung, t.capacity - drop, t.spec.options);
+  }
+  return v;
+}
+
+PlanInput Scheduler::view(double budget_mib) const {
+  PlanInput in;
+  in.budget_mib = budget_mib;
+  in.up_streak = up_streak_;
+  for (int r = 0; r < ladder_.size(); ++r) {
+    const Footprint& f = ladder_.rung(r).footprint();
+    in.rungs.push_back({static_cast<double>(f.weight_bytes + f.heap_weight_bytes) / kMiB,
+                        static_cast<double>(f.heap_weight_bytes) / kMiB});
+  }
+  for (size_t i : view_tenants()) in.tenants.push_back(view_of(*tenants_[i]));
+  return in;
+}
+
+RoundRecord Scheduler::round() {
+  const Clock::time_point t0 = Clock::now();
+  const BudgetQuery q{round_, ms_since(t_start_), reference_mib_, last_accounted_};
+  const double budget = budget_ ? budget_->budget_mib(q) : std::numeric_limits<double>::infinity();
+  const std::vector<size_t> who = view_tenants();
+  const Plan plan = plan_round(view(budget), cfg_.planner);
+  enforce(plan, who);  // before anyone steps
+  step_all(plan, who);
+  settle_residency();
+  RoundRecord rec;
+  rec.round = round_;
+  rec.budget_mib = budget;
+  account(rec, plan, who, ms_since(t0));
+  up_streak_ = plan.up_ready && plan.counts.promote == 0 ? up_streak_ + 1 : 0;
+  ++round_;
+  return rec;
+}
+
+// Sheds (which need the rung's weights) first, then suspensions.
+void Scheduler::enforce(const Plan& plan, const std::vector<size_t>& who) {
+  for (size_t k = 0; k < who.size(); ++k) {
+    if (plan.tenants[k].shed) shed(*tenants_[who[k]]);
+  }
+  for (size_t k = 0; k < who.size(); ++k) {
+    Tenant& t = *tenants_[who[k]];
+    if (t.status.state == TenantState::kRunning &&
+        plan.tenants[k].state == TenantState::kSuspended) {
+      t.gen->suspend();
+      t.status.state = TenantState::kSuspended;
+    }
+  }
+}
+
+void Scheduler::step_all(const Plan& plan, const std::vector<size_t>& who) {
+  // Phase 0: moving down; 1: staying; 2: waking, starting, moving up (fixed before any step).
+  std::vector<int> phase(who.size(), -1);
+  for (size_t k = 0; k < who.size(); ++k) {
+    const Tenant& t = *tenants_[who[k]];
+    const TenantPlan& p = plan.tenants[k];
+    if (p.state != TenantState::kRunning) continue;
+    if (t.status.state != TenantState::kRunning) {
+      phase[k] = 2;
+    } else {
+      phase[k] = p.rung > t.gen->rung() ? 0 : p.rung == t.gen->rung() ? 1 : 2;
+    }
+  }
+  for (int ph = 0; ph < 3; ++ph) {
+    if (ph == 2) settle_residency();  // what the moves down freed goes before anything loads
+    for (size_t k = 0; k < who.size(); ++k) {
+      if (phase[k] != ph) continue;
+      Tenant& t = *tenants_[who[k]];
+      const int to = plan.tenants[k].rung;
+      if (t.status.state == TenantState::kRunning) {
+        if (to != t.gen->rung()) t.gen->force_migration(to);
+      } else if (t.status.state == TenantState::kSuspended && to == t.gen->rung()) {
+        t.gen->wake();
+      } else {
+        start(t, to);
+      }
+      t.status.state = TenantState::kRunning;
+      step(t);
+    }
+  }
+}
+
+// A waiting tenant starts on `rung`; a suspended one moves there by re-reading its context,
+// its old cache freed first (the peak is the receiver alone).
+void Scheduler::start(Tenant& t, int rung) {
+  if (t.gen) {
+    t.base = t.status.tokens();
+    t.gen.reset();
+    ++t.status.rereads;
+    ladder_.release_unused();
+  } else {
+    t.admitted = admissions_++;
+    t.status.admitted_round = round_;
+  }
+  t.gen = start_on(ladder_, rung, t.window, t.options());
+  note_rung(t.status, ladder_.rung(rung).name());
+}
+
+void Scheduler::shed(Tenant& t) {
+  const int64_t drop = (t.gen->positions() - cfg_.shed_sink) / 2;
+  t.capacity -= drop;
+  const int64_t before = static_cast<int64_t>(t.window.size());
+  t.base = t.status.tokens();
+  t.gen = shed_into(ladder_, *t.gen, t.window, cfg_.shed_sink, drop, t.options());
+  ++t.status.sheds;
+  t.status.shed_positions += before - static_cast<int64_t>(t.window.size());
+}
+
+void Scheduler::step(Tenant& t) {
+  const Clock::time_point t0 = Clock::now();
+  const Step s = t.gen->step();
+  t.status.step_ms += ms_since(t0);
+  if (s.migration) ++t.status.migrations;
+  if (s.token) {
+    const int64_t index = t.base + s.token->index;
+    if (index != t.status.tokens()) {
+      fail("tenant '{}': token {} arrived after {} tokens: the stream is not contiguous",
+           t.status.name, index, t.status.tokens());
+    }
+    t.status.stream.push_back(s.token->token_id);
+    t.window.push_back(s.token->token_id);
+    note_rung(t.status, s.token->rung);
+  }
+  if (s.done) {
+    t.status.state = TenantState::kFinished;
+    t.status.finished_round = round_;
+    t.status.killed = s.done->killed;
+    t.status.done_reason = s.done->reason;
+  }
+}
+
+// A rung that only suspended tenants hold is parked; one nobody holds is released.
+void Scheduler::settle_residency() {
+  for (int r = 0; r < ladder_.size(); ++r) {
+    Rung& rung = ladder_.rung(r);
+    if (ladder_.holders(r) > 0 && ladder_.users(r) == 0 && rung.state() == RungState::kLoaded)
+      rung.park();
+  }
+  if (ladder_.release_unused() > 0) return_free_memory();
+}
+
+void Scheduler::account(RoundRecord& rec, const Plan& plan, const std::vector<size_t>& who,
+                        double ms) {
+  rec.predicted_mib = plan.usage_mib;
+  rec.accounted_mib = accounted_mib();
+  rec.overshoot_mib = rec.accounted_mib - rec.budget_mib;
+  rec.fits = plan.fits;
+  rec.exact = plan.exact;
+  rec.lever = plan.lever;
+  rec.counts = plan.counts;
+  rec.ms = ms;
+  if (cfg_.measure_rss) rec.rss_mib = to_mib(read_process_memory().rss_bytes) - rss_base_mib_;
+  last_accounted_ = rec.accounted_mib;
+  for (size_t k = 0; k < who.size(); ++k) {
+    TenantStatus& s = tenants_[who[k]]->status;
+    const TenantState planned = plan.tenants[k].state;
+    if (planned != TenantState::kWaiting) s.ms_admitted += ms;
+    if (planned == TenantState::kWaiting) {
+      ++s.rounds_deferred;
+      s.ms_deferred += ms;
+    } else if (planned == TenantState::kSuspended) {
+      ++s.rounds_suspended;
+      s.ms_suspended += ms;
+    }
+  }
+  for (const auto& t : tenants_) {
+    t->status.rung = t->admitted_now() ? t->gen->rung() : -1;
+    rec.tenants.push_back({t->status.state, t->status.rung, t->status.tokens()});
+  }
+}
+
+}  // namespace molt::sched
