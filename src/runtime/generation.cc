@@ -313,7 +313,9 @@ void make_room(State& g) {
 
 // Heal a chunk (not at the seam itself: the mapped resume is what the user waits for), then
 // decode the pending token into g.logits.
-void decode_pending(State& g, Step& out) {
+// Heal a chunk (not at the seam itself: the mapped resume is what the user waits for); true
+// when the pending token still needs its decode (room made for it).
+bool needs_decode(State& g, Step& out) {
   const Model& model = g.current().model();
   if (g.heal && !out.migration) {
     if (g.heal->step(model, *g.cache, g.window, g.o.heal_chunk)) {
@@ -322,9 +324,35 @@ void decode_pending(State& g, Step& out) {
       g.heal.reset();
     }
   }
-  if (g.logits_ready) return;
+  if (g.logits_ready) return false;
   make_room(g);
-  model.forward(std::span<const int32_t>(&g.window.back(), 1), *g.cache, {}, g.logits);
+  return true;
+}
+
+// Everything before the pending token's decode; false when the step ends here.
+bool begin_step(State& g, Step& out, Clock::time_point& t_check) {
+  if (g.finished) {
+    out.kind = StepKind::kDone;
+    return false;
+  }
+  if (g.cancelled) {
+    finish(g, "cancelled", out);
+    return false;
+  }
+  if (g.suspended) {
+    out.kind = StepKind::kWaiting;
+    return false;
+  }
+  const double budget = query_budget(g, out);
+  t_check = Clock::now();
+  g.evidence_ms = 0;
+  if (!g.started) {
+    g.started = true;
+    return start(g, budget, out);
+  }
+  if (g.parked) return try_resume(g, budget, out);
+  if (!g.answer.empty() || g.forced >= 0) return check_budget(g, budget, out);
+  return true;
 }
 
 void sample_and_emit(State& g, Step& out) {
@@ -348,6 +376,21 @@ void sample_and_emit(State& g, Step& out) {
   } else if (static_cast<int64_t>(g.answer.size()) >= g.o.max_tokens) {
     finish(g, "max_tokens", out);
   }
+}
+
+// After the decode: the seam's cost, then the token.
+void end_step(State& g, Step& out, Clock::time_point t_check, Clock::time_point t_decode) {
+  if (out.migration) {
+    MigrationEvent& e = *out.migration;
+    const Clock::time_point t_end = Clock::now();
+    e.first_decode_ms = ms_between(t_decode, t_end);
+    e.ms = ms_between(t_check, t_end) - g.evidence_ms;
+    if (g.meter) g.meter->seam_logits(e, g.logits, g.ladder.vocab_size());
+    g.done.migration_ms += e.ms;
+    ++g.done.migrations;
+    g.migrations.push_back(e);
+  }
+  sample_and_emit(g, out);
 }
 
 }  // namespace
@@ -468,42 +511,58 @@ std::unique_ptr<Generation> Generation::resume(Ladder& ladder, BudgetSource* bud
 Step Generation::step() {
   State& g = *s_;
   Step out;
-  if (g.finished) {
-    out.kind = StepKind::kDone;
-    return out;
+  runtime::Clock::time_point t_check;
+  if (!runtime::begin_step(g, out, t_check)) return out;
+  const runtime::Clock::time_point t_decode = runtime::Clock::now();
+  if (runtime::needs_decode(g, out)) {  // the path step_together takes, with one sequence
+    const Model& m = g.current().model();
+    m.decode(g.window.back(), *g.cache,
+             std::span<float>(g.logits).first(static_cast<size_t>(m.config().vocab_size)));
   }
-  if (g.cancelled) {
-    runtime::finish(g, "cancelled", out);
-    return out;
-  }
-  if (g.suspended) {
-    out.kind = StepKind::kWaiting;
-    return out;
-  }
-  const double budget = runtime::query_budget(g, out);
-  const runtime::Clock::time_point t_check = runtime::Clock::now();
-  g.evidence_ms = 0;
-  if (!g.started) {
-    g.started = true;
-    if (!runtime::start(g, budget, out)) return out;
-  } else if (g.parked) {
-    if (!runtime::try_resume(g, budget, out)) return out;
-  } else if (!g.answer.empty() || g.forced >= 0) {
-    if (!runtime::check_budget(g, budget, out)) return out;
+  runtime::end_step(g, out, t_check, t_decode);
+  return out;
+}
+
+std::vector<Step> Generation::step_together(std::span<Generation* const> gens) {
+  const size_t n = gens.size();
+  std::vector<Step> out(n);
+  std::vector<runtime::Clock::time_point> t_check(n);
+  std::vector<bool> live(n, false), decode(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    live[i] = runtime::begin_step(*gens[i]->s_, out[i], t_check[i]);
+    if (live[i]) decode[i] = runtime::needs_decode(*gens[i]->s_, out[i]);
   }
   const runtime::Clock::time_point t_decode = runtime::Clock::now();
-  runtime::decode_pending(g, out);
-  if (out.migration) {
-    MigrationEvent& e = *out.migration;
-    const runtime::Clock::time_point t_end = runtime::Clock::now();
-    e.first_decode_ms = runtime::ms_between(t_decode, t_end);
-    e.ms = runtime::ms_between(t_check, t_end) - g.evidence_ms;
-    if (g.meter) g.meter->seam_logits(e, g.logits, g.ladder.vocab_size());
-    g.done.migration_ms += e.ms;
-    ++g.done.migrations;
-    g.migrations.push_back(e);
+  // One pass over each rung's weights for every generation on it.
+  std::vector<int32_t> tokens;
+  std::vector<KVCache*> caches;
+  std::vector<size_t> members;
+  std::vector<float> logits;
+  for (size_t i = 0; i < n; ++i) {
+    if (!decode[i]) continue;
+    const int r = gens[i]->s_->rung;
+    tokens.clear(), caches.clear(), members.clear();
+    for (size_t j = i; j < n; ++j) {
+      if (!decode[j] || gens[j]->s_->rung != r || &gens[j]->s_->ladder != &gens[i]->s_->ladder)
+        continue;
+      runtime::State& g = *gens[j]->s_;
+      tokens.push_back(g.window.back());
+      caches.push_back(g.cache.get());
+      members.push_back(j);
+      decode[j] = false;
+    }
+    const Model& m = gens[i]->s_->current().model();
+    const size_t V = static_cast<size_t>(m.config().vocab_size);
+    logits.resize(members.size() * V);
+    m.decode_batch(tokens, caches, logits);
+    for (size_t k = 0; k < members.size(); ++k) {
+      std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(k * V), V,
+                  gens[members[k]]->s_->logits.begin());
+    }
   }
-  runtime::sample_and_emit(g, out);
+  for (size_t i = 0; i < n; ++i) {
+    if (live[i]) runtime::end_step(*gens[i]->s_, out[i], t_check[i], t_decode);
+  }
   return out;
 }
 

@@ -205,6 +205,7 @@ void Scheduler::step_all(const Plan& plan, const std::vector<size_t>& who) {
   }
   for (int ph = 0; ph < 3; ++ph) {
     if (ph == 2) settle_residency();  // what the moves down freed goes before anything loads
+    std::vector<Tenant*> group;
     for (size_t k = 0; k < who.size(); ++k) {
       if (phase[k] != ph) continue;
       Tenant& t = *tenants_[who[k]];
@@ -217,8 +218,9 @@ void Scheduler::step_all(const Plan& plan, const std::vector<size_t>& who) {
         start(t, to);
       }
       t.status.state = TenantState::kRunning;
-      step(t);
+      group.push_back(&t);
     }
+    step(group);
   }
 }
 
@@ -248,10 +250,20 @@ void Scheduler::shed(Tenant& t) {
   t.status.shed_positions += before - static_cast<int64_t>(t.window.size());
 }
 
-void Scheduler::step(Tenant& t) {
+// Tenants on the same rung decode in one pass over its weights (Generation::step_together).
+void Scheduler::step(const std::vector<Tenant*>& group) {
+  if (group.empty()) return;
+  std::vector<Generation*> gens;
+  gens.reserve(group.size());
+  for (Tenant* t : group) gens.push_back(t->gen.get());
   const Clock::time_point t0 = Clock::now();
-  const Step s = t.gen->step();
-  t.status.step_ms += ms_since(t0);
+  const std::vector<Step> steps = Generation::step_together(gens);
+  const double share = ms_since(t0) / static_cast<double>(group.size());
+  for (size_t i = 0; i < group.size(); ++i) record(*group[i], steps[i], share);
+}
+
+void Scheduler::record(Tenant& t, const Step& s, double ms) {
+  t.status.step_ms += ms;
   if (s.migration) ++t.status.migrations;
   if (s.token) {
     const int64_t index = t.base + s.token->index;

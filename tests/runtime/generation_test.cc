@@ -59,6 +59,30 @@ TEST(Generation, InterleavedGenerationsShareOneRungAndMatchEachAlone) {
   EXPECT_EQ(l->resident_bytes(), 0u);
 }
 
+TEST(Generation, SteppedTogetherTheyDecodeInOnePassWithTheSameTokens) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  const std::vector<std::vector<int32_t>> prompts = {test::test_prompt(20), test::test_prompt(13),
+                                                     test::test_prompt(7)};
+  SessionOptions o = greedy(10);
+  o.up_after = int64_t{1} << 40;  // no budget: the forced one stays on m
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(run_alone(*l, nullptr, p, o));
+  // The third moves to m mid-answer (forced): the other two keep decoding together on l.
+  std::vector<std::unique_ptr<Generation>> gens;
+  for (const auto& p : prompts) gens.push_back(std::make_unique<Generation>(*l, nullptr, p, o));
+  std::vector<Generation*> ptrs = {gens[0].get(), gens[1].get(), gens[2].get()};
+  int rounds = 0;
+  while (!gens[0]->finished() || !gens[1]->finished() || !gens[2]->finished()) {
+    if (++rounds == 5) gens[2]->force_migration(1);
+    const std::vector<Step> steps = Generation::step_together(ptrs);
+    ASSERT_EQ(steps.size(), 3u);
+  }
+  EXPECT_EQ(std::vector<int32_t>(gens[0]->answer().begin(), gens[0]->answer().end()), alone[0]);
+  EXPECT_EQ(std::vector<int32_t>(gens[1]->answer().begin(), gens[1]->answer().end()), alone[1]);
+  EXPECT_EQ(gens[2]->answer_rungs().back(), "m");
+  EXPECT_EQ(gens[2]->tokens(), 10);
+}
+
 TEST(Generation, AMigrationLeavesASharedSenderResident) {
   if (!runtime_ladder().maps_note.empty()) GTEST_SKIP() << runtime_ladder().maps_note;
   auto l = Ladder::open(runtime_ladder().with_maps);

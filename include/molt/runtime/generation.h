@@ -93,6 +93,10 @@ class Generation {
 
   // Advances by one token (or one parked check). The first step prefills the prompt.
   Step step();
+  // step() for several generations at once: those on the same rung decode their pending tokens
+  // in one pass over its weights (Model::decode_batch), with the tokens each would decode
+  // alone. The generations must be distinct.
+  static std::vector<Step> step_together(std::span<Generation* const> gens);
   // Finishes at the next step() (reason "cancelled"); the answer so far is kept.
   void cancel();
   // Moves to `rung` at the next step() whatever the budget (tests, needle evaluation, a

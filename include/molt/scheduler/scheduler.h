@@ -125,7 +125,8 @@ class Scheduler {
   TenantView view_of(const Tenant& t) const;
   void enforce(const Plan& plan, const std::vector<size_t>& who);
   void step_all(const Plan& plan, const std::vector<size_t>& who);
-  void step(Tenant& t);
+  void step(const std::vector<Tenant*>& group);
+  void record(Tenant& t, const Step& s, double ms);
   void start(Tenant& t, int rung);
   void shed(Tenant& t);
   void settle_residency();
