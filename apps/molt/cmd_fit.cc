@@ -306,7 +306,19 @@ const bool registered = register_command([](CLI::App& root) {
   f->add_flag("--keep-stats", a->keep_stats, "also write the statistics file");
   f->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   f->callback([a, f] {
-    if (f->get_subcommands().empty()) run_fit(*a);
+    if (!f->get_subcommands().empty()) return;
+    // A flag the method does not read is an error, not silently dropped.
+    const bool k = f->count("--k") > 0, lambda = f->count("--lambda") > 0;
+    if (a->method == "diagonal" && (k || lambda)) {
+      fail(
+          "{} does not apply to --method diagonal (receiver layer j reads sender layer j, "
+          "no ridge)",
+          k ? "--k" : "--lambda");
+    }
+    if (a->method == "depth-remap" && k) {
+      fail("--k does not apply to --method depth-remap (k = 1: the proportional sender layer)");
+    }
+    run_fit(*a);
   });
 
   CLI::App* m = f->add_subcommand(

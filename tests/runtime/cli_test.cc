@@ -119,6 +119,22 @@ TEST(Cli, GenerateErrorsSayWhatIsWrong) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("give --model DIR (one model) or --ladder FILE"), std::string::npos)
       << r.output;
+  // A flag of the other mode is refused, naming it.
+  for (const char* flag : {"--precision int8", "--precision bogus", "--interleave"}) {
+    r = run_molt("generate --ladder " + ladder() + " --ids '1 2' " + flag);
+    EXPECT_EQ(r.exit_code, 1) << flag;
+    EXPECT_NE(r.output.find(std::string(flag).substr(0, std::string(flag).find(' ')) +
+                            " applies to --model only"),
+              std::string::npos)
+        << flag << ": " << r.output;
+  }
+  // A single model is a one-rung ladder: the budget flags apply to it (and a bad trace is
+  // refused like on a ladder, not ignored).
+  const std::string s = (std::filesystem::path(ladder()).parent_path() / "s").string();
+  r = run_molt("generate --model " + s + " --ids '1 2' --trace /nonexistent.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent.json: pressure trace not found"), std::string::npos)
+      << r.output;
 }
 
 TEST(Cli, GenerateWithALiveBudget) {

@@ -144,6 +144,16 @@ TEST_F(CliTransfer, ErrorsAreClear) {
   r = test::run_molt(fit_args() + " --method diagonal --out " + path("bad"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("geometries differ"), std::string::npos) << r.output;
+  // Flags the method does not read are refused, naming the flag (not silently dropped).
+  r = test::run_molt(fit_args() + " --method diagonal --k 3 --out " + path("bad"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--k does not apply to --method diagonal"), std::string::npos)
+      << r.output;
+  r = test::run_molt(fit_args() + " --method diagonal --lambda 5 --out " + path("bad"));
+  EXPECT_NE(r.output.find("--lambda does not apply"), std::string::npos) << r.output;
+  r = test::run_molt(fit_args() + " --method depth-remap --k 2 --out " + path("bad"));
+  EXPECT_NE(r.output.find("--k does not apply to --method depth-remap"), std::string::npos)
+      << r.output;
   r = test::run_molt("fit" + route() + " --corpus " + path("ids.txt") + " --out " + path("bad"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--corpus-ids"), std::string::npos) << r.output;  // no tokenizer
