@@ -67,6 +67,12 @@ molt_require_header(CLI/CLI.hpp libcli11-dev)
 molt_require_header(fmt/core.h libfmt-dev)
 molt_require_header(openssl/evp.h libssl-dev)
 if(MOLT_BUILD_TESTS)
+  # The install test links libmolt.a statically: OpenBLAS and LAPACK need their Fortran runtime.
+  find_library(MOLT_GFORTRAN_LIBRARY gfortran)
+  if(NOT MOLT_GFORTRAN_LIBRARY)
+    message(FATAL_ERROR "libgfortran.so not found (a static link of libmolt.a needs it): "
+                        "apt-get install gfortran, ${MOLT_INSTALL_HINT}")
+  endif()
   molt_require_package(GTest "libgtest-dev libgmock-dev")
   molt_require_header(gtest/gtest.h libgtest-dev)
   molt_require_header(gmock/gmock.h libgmock-dev)

@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev                             # SHA-256 (libcrypto)
   libgtest-dev libgmock-dev libbenchmark-dev
+  gfortran                               # libgfortran.so: linking libmolt.a statically pulls OpenBLAS/LAPACK's Fortran runtime
 )
 # Extra packages a caller may ask for, e.g. MOLT_EXTRA_PACKAGES="python3-torch".
 read -r -a extra <<<"${MOLT_EXTRA_PACKAGES:-}"

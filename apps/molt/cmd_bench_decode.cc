@@ -62,8 +62,9 @@ struct BatchFigures {
 
 // N sequences (prompts of different lengths) decoded greedily a.tokens steps, batched
 // (decode_batch, one pass over the weights per step) and one at a time (decode on copies of the
-// same prefilled caches), side by side: rounds alternate which goes first, so the machine's
-// drift (neighbours, other builds) falls on both alike.
+// same prefilled caches), side by side: every step is one round (a batched step, and one step
+// of each sequence alone), rounds alternate which goes first, so the machine's drift
+// (neighbours, other builds) falls on both alike; bursts last longer than a round.
 BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937& rng) {
   using clock = std::chrono::steady_clock;
   const ModelConfig& c = m.config();
@@ -113,7 +114,7 @@ BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937&
     }
   };
   BatchFigures f;
-  const int rounds = std::min(a.rounds, a.tokens);
+  const int rounds = a.tokens;
   double batch_s = 0, single_s = 0;
   for (int r = 0; r < rounds; ++r) {
     const int n = a.tokens * (r + 1) / rounds - a.tokens * r / rounds;
@@ -282,12 +283,11 @@ void run(const BenchDecodeArgs& a) {
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
     if (a.batch > 1) {
       fmt::print(
-          "batch    {:8.2f} tok/s  ({} sequences together; one at a time {:.2f} tok/s, side by "
-          "side "
-          "in {} alternating rounds)\n",
-          batch.batch_tok_s, a.batch, batch.single_tok_s, batch.round_batch.size());
-      fmt::print("x single {:8.2f}       (median of the rounds' ratios {:.2f}); tokens {}\n",
-                 batch.batch_tok_s / batch.single_tok_s,
+          "batch    {:8.2f} tok/s  ({} sequences together; one at a time {:.2f} tok/s, "
+          "alternating step by step)\n",
+          batch.batch_tok_s, a.batch, batch.single_tok_s);
+      fmt::print("x single {:8.2f}       (median of the {} steps' ratios {:.2f}); tokens {}\n",
+                 batch.batch_tok_s / batch.single_tok_s, batch.round_batch.size(),
                  j["batch_speedup_median_round"].get<double>(),
                  batch.identical ? "identical"
                                  : fmt::format("DIFFER (sequence {})", batch.first_mismatch));
@@ -328,7 +328,7 @@ const bool registered = register_command([](CLI::App& root) {
               "decode on x86)");
   s->add_option("--batch", a->batch,
                 "decode N sequences together (one pass over the weights per step) beside the "
-                "same N one at a time, and report both")
+                "same N one at a time, alternating step by step, and report both")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   s->add_flag("--bandwidth", a->bandwidth,
@@ -336,7 +336,7 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option(
        "--rounds", a->rounds,
        "with --bandwidth: decode rounds, each paired with the triad passes run between its "
-       "steps; with --batch: rounds alternating batched and one-at-a-time decoding")
+       "steps")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   s->callback([a] { run(*a); });
