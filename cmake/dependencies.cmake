@@ -68,8 +68,10 @@ molt_require_header(fmt/core.h libfmt-dev)
 molt_require_header(openssl/evp.h libssl-dev)
 if(MOLT_BUILD_TESTS)
   # The install test links libmolt.a statically: OpenBLAS and LAPACK need their Fortran runtime.
-  find_library(MOLT_GFORTRAN_LIBRARY gfortran)
-  if(NOT MOLT_GFORTRAN_LIBRARY)
+  # It lives in GCC's own library folder, so ask the compiler rather than find_library.
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libgfortran.so
+                  OUTPUT_VARIABLE MOLT_GFORTRAN_LIBRARY OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT IS_ABSOLUTE "${MOLT_GFORTRAN_LIBRARY}" OR NOT EXISTS "${MOLT_GFORTRAN_LIBRARY}")
     message(FATAL_ERROR "libgfortran.so not found (a static link of libmolt.a needs it): "
                         "apt-get install gfortran, ${MOLT_INSTALL_HINT}")
   endif()
