@@ -44,6 +44,16 @@ TEST(EvalCli, NeedleRunsGeneratedAndFromFile) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["count"], 3);
+
+  // Pinned: rung s on the committed needles at ~700 tokens answers 28 of 30
+  // (models/tiny-ladder/EVAL.md, needle @700 = 0.93); a scorer or decode loop that changed
+  // what counts as an answer moves this.
+  r = run_molt("eval needle --model " + kS + " --context 700 --count 30 --json --needles " +
+               std::string(MOLT_SOURCE_DIR) + "/models/tiny-ladder/data/needles.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["count"], 30);
+  EXPECT_EQ(j["correct"], 28) << r.output;
 }
 
 TEST(EvalCli, BadInputsAreClearErrors) {

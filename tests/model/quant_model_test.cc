@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -285,7 +286,8 @@ TEST_F(TinyLadderQuant, InterleavedRowsGiveTheSameModel) {
 }
 
 // Logits tolerance: max |logit - original| over a prompt, relative to the original's
-// spread (max - min), at most 3% for int8, 5% for 8-bit affine, 15% for 4-bit.
+// spread (max - min): measured 1.21% for int8, 0.85% for 8-bit affine, 10.6% for 4-bit; the
+// tolerances are ~2× that (4-bit keeps 15%, 1.4×).
 TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
   const std::vector<int32_t> ids = held_out_ids(64);
   auto ref = Model::load(tiny_s());
@@ -295,7 +297,7 @@ TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
   ref->forward(ids, rc, want);
   const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
   for (const auto& [sub, tol] :
-       {std::pair{"int8", 0.03}, std::pair{"q8", 0.05}, std::pair{"q4", 0.15}}) {
+       {std::pair{"int8", 0.025}, std::pair{"q8", 0.02}, std::pair{"q4", 0.15}}) {
     auto m = Model::load(*dir_ / sub);
     std::vector<float> got(n * V);
     KVCache c = m->new_cache(n);
@@ -303,6 +305,8 @@ TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
     double worst = 0.0;
     for (size_t i = 0; i < got.size(); ++i)
       worst = std::max<double>(worst, std::fabs(got[i] - want[i]));
+    std::printf("%s: logits max error %.4f of the spread (tolerance %.2f)\n", sub,
+                worst / (*hi - *lo), tol);
     EXPECT_LE(worst / (*hi - *lo), tol) << sub;
     // Decode (the fused kernels, x rounded to int8) against prefill (exact dequantised GEMM).
     KVCache d = m->new_cache(n);
