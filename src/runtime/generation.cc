@@ -134,14 +134,8 @@ bool recover(State& g, int failed, double budget, const std::string& why, Step& 
   e.at_token = static_cast<int64_t>(g.answer.size());
   e.budget_mib = budget;
   g.heal.reset();
-  if (g.rung >= 0) {
-    if (g.using_rung) g.ladder.unuse(g.rung);
-    g.ladder.drop(g.rung);
-    if (g.ladder.holders(g.rung) == 0) g.current().release();
-  }
   g.cache.reset();
-  g.rung = -1;
-  g.using_rung = false;
+  if (g.rung >= 0) leave(g, g.rung);
   g.broken.at(static_cast<size_t>(failed)) = true;
   std::string lost =
       fmt::format("rung '{}' failed to load ({})", g.ladder.rung(failed).name(), why);
@@ -667,6 +661,9 @@ const SessionOptions& Generation::options() const {
 }
 double Generation::own_mib(int r) const {
   return s_->own_mib(r);
+}
+double Generation::heal_shadow_mib(const ModelConfig& c, int64_t positions) {
+  return static_cast<double>(runtime::HealJob::extra_bytes(c, positions)) / runtime::kMiB;
 }
 double Generation::footprint_mib(int r) const {
   return s_->footprint_mib(r);

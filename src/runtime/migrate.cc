@@ -24,7 +24,7 @@ std::string no_map_reason(const Ladder& l, int from, int to) {
 }
 
 // The policy that will run for the generation's requested one, and why when it differs.
-Policy resolve_policy(const State& g, int to, std::string& note) {
+Policy resolve_policy(const State& g, int to, const MapSummary& map, std::string& note) {
   const Policy requested = g.o.policy;
   const std::string why_not = no_map_reason(g.ladder, g.rung, to);
   const int64_t n = static_cast<int64_t>(g.context().size());
@@ -47,7 +47,7 @@ Policy resolve_policy(const State& g, int to, std::string& note) {
                            g.o.auto_reprefill_below);
         return Policy::kReleaseReprefill;
       }
-      const double res = summarize_map_dir(g.ladder.route(g.rung, to)->maps).residual;
+      const double res = map.residual;
       if (res >= 0 && res <= g.o.auto_max_residual) {
         note = fmt::format("auto: map residual {:.2f} ≤ {:.2f}: molt", res, g.o.auto_max_residual);
         return Policy::kMolt;
@@ -63,7 +63,7 @@ Policy resolve_policy(const State& g, int to, std::string& note) {
 }
 
 // Accounted peak (bytes) of a policy: what is resident at its worst moment.
-double accounted_peak(const State& g, int from, int to, Policy policy) {
+double accounted_peak(const State& g, int from, int to, Policy policy, const MapSummary& summary) {
   const Rung &s = g.ladder.rung(from), &r = g.ladder.rung(to);
   const double kv_s = static_cast<double>(g.kv_bytes(from));
   const double receiver = g.footprint_mib(to) * kMiB;
@@ -71,7 +71,7 @@ double accounted_peak(const State& g, int from, int to, Policy policy) {
     return receiver + static_cast<double>(s.resident_bytes()) + kv_s;
   if (policy != Policy::kMolt && policy != Policy::kHeal) return receiver;
   // The map loads before the receiver's weights are touched, then stays until applied.
-  const double map = summarize_map_dir(g.ladder.route(from, to)->maps).file_bytes;
+  const double map = summary.file_bytes;
   const double parked_s = static_cast<double>(s.footprint().heap_weight_bytes);
   return std::max(parked_s + kv_s + static_cast<double>(r.footprint().heap_weight_bytes) + 2 * map,
                   receiver + parked_s + kv_s + map);
@@ -86,7 +86,8 @@ double arrive(State& g, int r) {
   return ms;
 }
 
-// This generation leaves the sender; its weights go only when nobody else holds it.
+}  // namespace
+
 void leave(State& g, int r) {
   if (g.using_rung) g.ladder.unuse(r);
   g.using_rung = false;
@@ -95,6 +96,8 @@ void leave(State& g, int r) {
   if (g.ladder.holders(r) == 0) g.ladder.rung(r).release();
   return_free_memory();
 }
+
+namespace {
 
 // The receiver re-reads the context natively into a fresh cache.
 std::unique_ptr<KVCache> reread(State& g, int to, MigrationEvent& e) {
@@ -144,8 +147,14 @@ MigrationPlan plan_migration(const State& g, int to, double budget_mib) {
   MigrationPlan p;
   p.from = g.rung;
   p.to = to;
-  p.policy = resolve_policy(g, to, p.note);
-  p.peak_mib = accounted_peak(g, p.from, to, p.policy) / kMiB;
+  // The map's header is read once per migration, and only by the policies that may use it.
+  const ManifestRoute* route = g.ladder.route(g.rung, to);
+  const bool may_map =
+      g.o.policy == Policy::kMolt || g.o.policy == Policy::kHeal || g.o.policy == Policy::kAuto;
+  const MapSummary map =
+      may_map && route && route->method == "maps" ? summarize_map_dir(route->maps) : MapSummary{};
+  p.policy = resolve_policy(g, to, map, p.note);
+  p.peak_mib = accounted_peak(g, p.from, to, p.policy, map) / kMiB;
   const double receiver = g.footprint_mib(to);
   if (g.o.policy == Policy::kAuto && (p.policy == Policy::kMolt || p.policy == Policy::kHeal) &&
       p.peak_mib > budget_mib && receiver <= budget_mib) {

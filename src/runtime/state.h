@@ -106,6 +106,10 @@ class SeamMeter {
 // Moves the generation onto plan.to: the one function that changes rung (migrate.cc).
 MigrationEvent migrate(State& g, const MigrationPlan& plan);
 
+// This generation leaves rung r (stops using and holding it; the cache, if still here, goes
+// with it); r's weights are released only when no other generation holds it.
+void leave(State& g, int r);
+
 // Sheds `drop` positions after the first `sink` from the cache and the window (the cache's
 // ids), which must hold them.
 void shed_window(State& g, int64_t sink, int64_t drop);

@@ -26,14 +26,11 @@ void note_rung(TenantStatus& s, const std::string& rung) {
 }
 
 // A heal migration keeps a shadow of the carried positions beside the live cache until it
-// completes (the runtime's HealJob::extra_bytes, which Generation::own_mib adds only once it
-// exists); auto may choose heal. Reserved for every move of such a tenant, so that the planner's
-// prediction holds after the step that migrates.
+// completes (Generation::own_mib adds it only once it exists); auto may choose heal. Reserved
+// for every move of such a tenant, so that the planner's prediction holds after the step that
+// migrates.
 double heal_reserve_mib(const Ladder& l, int rung, int64_t positions) {
-  const ModelConfig& c = l.rung(rung).config();
-  const double per_position = 2.0 * static_cast<double>(c.num_hidden_layers * c.kv_dim()) +
-                              static_cast<double>(c.hidden_size);
-  return static_cast<double>(positions) * per_position * sizeof(float) / kMiB;
+  return Generation::heal_shadow_mib(l.rung(rung).config(), positions);
 }
 
 }  // namespace
