@@ -46,6 +46,9 @@ molt_require_pkg(BLAS openblas libopenblas-openmp-dev)
 molt_require_pkg(HWY libhwy libhwy-dev)
 molt_require_pkg(PCRE2 libpcre2-8 libpcre2-dev)
 molt_require_pkg(UTF8PROC libutf8proc libutf8proc-dev)
+# Debian's build of cpp-httplib is a compiled library; its pkg-config Cflags carry the feature
+# macros (OpenSSL, zlib, brotli) the header's classes were compiled with, so they must be used.
+molt_require_pkg(HTTPLIB cpp-httplib libcpp-httplib-dev)
 molt_require_package(OpenMP "libgcc-12-dev (build-essential)")
 find_package(Threads REQUIRED)
 molt_require_package(nlohmann_json nlohmann-json3-dev 3.10)
@@ -66,6 +69,7 @@ molt_require_header(nlohmann/json.hpp nlohmann-json3-dev)
 molt_require_header(CLI/CLI.hpp libcli11-dev)
 molt_require_header(fmt/core.h libfmt-dev)
 molt_require_header(openssl/evp.h libssl-dev)
+molt_require_header(httplib.h libcpp-httplib-dev)
 if(MOLT_BUILD_TESTS)
   # The install test links libmolt.a statically: OpenBLAS and LAPACK need their Fortran runtime.
   # It lives in GCC's own library folder, so ask the compiler rather than find_library.

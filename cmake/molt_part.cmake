@@ -10,18 +10,24 @@ function(molt_warnings target)
   if(MOLT_NATIVE)
     target_compile_options(${target} PRIVATE -march=native)
   endif()
-  if(MOLT_SANITIZE)
+  if(MOLT_SANITIZE OR MOLT_FUZZ)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
+  # libFuzzer's coverage on every part; only the harnesses link libFuzzer itself
+  # (tests/fuzz/CMakeLists.txt adds -fsanitize=fuzzer to them).
+  if(MOLT_FUZZ)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()
 
-# molt_part(name DEPS ...): one static library per folder src/<name>/, public headers
-# under include/molt/<name>/. Sources are globbed so a part grows by adding files.
+# molt_part(name [NOT_IN_PACKAGE] DEPS ...): one static library per folder src/<name>/, public
+# headers under include/molt/<name>/. Sources are globbed so a part grows by adding files.
+# NOT_IN_PACKAGE keeps the part out of libmolt.a (the server: apps don't embed it).
 add_library(molt_all INTERFACE)
 function(molt_part name)
-  cmake_parse_arguments(P "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(P "NOT_IN_PACKAGE" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
   if(NOT srcs)  # a part not written yet
     add_library(molt_${name} INTERFACE)
@@ -35,11 +41,13 @@ function(molt_part name)
                                           PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(molt_${name} PUBLIC ${P_DEPS} Threads::Threads)
   molt_warnings(molt_${name})
-  if(MOLT_SANITIZE)
+  if(MOLT_SANITIZE OR MOLT_FUZZ)
     target_link_options(molt_${name} INTERFACE -fsanitize=address,undefined)
   endif()
   target_link_libraries(molt_all INTERFACE molt_${name})
-  set_property(GLOBAL APPEND PROPERTY MOLT_PART_TARGETS molt_${name})  # for libmolt.a
+  if(NOT P_NOT_IN_PACKAGE)
+    set_property(GLOBAL APPEND PROPERTY MOLT_PART_TARGETS molt_${name})  # for libmolt.a
+  endif()
 endfunction()
 
 # molt_tests(name): tests/<name>/*_test.cc → one GoogleTest binary, registered with ctest.

@@ -11,9 +11,17 @@ packages=(
   libpcre2-dev libutf8proc-dev           # Unicode pre-tokenizer regex, NFC
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev                             # SHA-256 (libcrypto)
+  libcpp-httplib-dev                     # molt serve (HTTP/1.1, chunked streaming)
   libgtest-dev libgmock-dev libbenchmark-dev
   gfortran                               # libgfortran.so: linking libmolt.a statically pulls OpenBLAS/LAPACK's Fortran runtime
 )
+# The server's client tests: the official openai npm package runs on Node (npm installs it from
+# tests/clients/package-lock.json), curl and jq speak to it from a shell, the page runs in Chromium.
+# A machine that already has node and npm (e.g. NodeSource's build) keeps them.
+packages+=(curl jq chromium)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 # Extra packages a caller may ask for, e.g. MOLT_EXTRA_PACKAGES="python3-torch".
 read -r -a extra <<<"${MOLT_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")

@@ -44,6 +44,7 @@ struct Scheduler::Tenant {
   int64_t base = 0;             // tokens produced by earlier generations of this tenant
   int64_t ticket = 0;           // arrival order
   int64_t admitted = 0;         // admission order
+  double reference_mib = 0;     // its share of Scheduler::reference_mib
 
   bool admitted_now() const { return gen != nullptr && !gen->finished(); }
   int64_t remaining() const { return spec.options.max_tokens - status.tokens(); }
@@ -74,16 +75,45 @@ size_t Scheduler::add(TenantSpec spec) {
   auto t = std::make_unique<Tenant>();
   t->capacity = static_cast<int64_t>(spec.prompt.size()) + spec.options.max_tokens;
   t->window = spec.prompt;
-  t->ticket = static_cast<int64_t>(tenants_.size());
+  t->ticket = tickets_++;
   t->status.name = spec.name;
   t->status.priority = spec.priority;
   t->status.arrival = spec.arrival;
   t->status.max_tokens = spec.options.max_tokens;
   t->spec = std::move(spec);
   t->options();  // validates the policy and the options now, not at admission
-  reference_mib_ += own_at(ladder_, 0, t->capacity, t->spec.options);
+  t->reference_mib = own_at(ladder_, 0, t->capacity, t->spec.options);
+  reference_mib_ += t->reference_mib;
   tenants_.push_back(std::move(t));
   return tenants_.size() - 1;
+}
+
+double Scheduler::pressure() const {
+  if (!std::isfinite(last_budget_) || reference_mib_ <= 0) return 0;
+  return std::clamp(1.0 - last_budget_ / reference_mib_, 0.0, 1.0);
+}
+
+void Scheduler::cancel(size_t i, const std::string& reason) {
+  Tenant& t = *tenants_.at(i);
+  if (t.status.state == TenantState::kFinished) return;
+  DoneEvent d;
+  if (t.gen) {
+    t.gen->cancel();
+    d = t.gen->summary();
+  }
+  d.killed = false;
+  d.reason = reason;
+  finish(t, d);
+}
+
+size_t Scheduler::prune() {
+  const size_t before = tenants_.size();
+  std::erase_if(tenants_, [this](const std::unique_ptr<Tenant>& t) {
+    if (t->status.state != TenantState::kFinished) return false;
+    reference_mib_ -= t->reference_mib;
+    return true;
+  });
+  return before - tenants_.size();
 }
 
 size_t Scheduler::size() const {
@@ -158,6 +188,7 @@ RoundRecord Scheduler::round() {
   const Clock::time_point t0 = Clock::now();
   const BudgetQuery q{round_, ms_since(t_start_), reference_mib_, last_accounted_};
   const double budget = budget_ ? budget_->budget_mib(q) : std::numeric_limits<double>::infinity();
+  last_budget_ = budget;
   const std::vector<size_t> who = view_tenants();
   const Plan plan = plan_round(view(budget), cfg_.planner);
   enforce(plan, who);  // before anyone steps
@@ -183,6 +214,10 @@ void Scheduler::enforce(const Plan& plan, const std::vector<size_t>& who) {
         plan.tenants[k].state == TenantState::kSuspended) {
       t.gen->suspend();
       t.status.state = TenantState::kSuspended;
+      if (t.spec.sink) {
+        t.spec.sink->on_park({t.gen->rung_name(), last_budget_, t.gen->footprint_mib(t.gen->rung()),
+                              "suspended by the scheduler"});
+      }
     }
   }
 }
@@ -211,6 +246,7 @@ void Scheduler::step_all(const Plan& plan, const std::vector<size_t>& who) {
         if (to != t.gen->rung()) t.gen->force_migration(to);
       } else if (t.status.state == TenantState::kSuspended && to == t.gen->rung()) {
         t.gen->wake();
+        if (t.spec.sink) t.spec.sink->on_resume({t.gen->rung_name(), 0, 0});
       } else {
         start(t, to);
       }
@@ -224,7 +260,11 @@ void Scheduler::step_all(const Plan& plan, const std::vector<size_t>& who) {
 // A waiting tenant starts on `rung`; a suspended one moves there by re-reading its context,
 // its old cache freed first (the peak is the receiver alone).
 void Scheduler::start(Tenant& t, int rung) {
+  const Clock::time_point t0 = Clock::now();
+  MigrationEvent m;
   if (t.gen) {
+    m.from = t.gen->rung_name();
+    m.direction = t.gen->rung() < rung ? "down" : "up";
     t.base = t.status.tokens();
     t.gen.reset();
     ++t.status.rereads;
@@ -235,6 +275,18 @@ void Scheduler::start(Tenant& t, int rung) {
   }
   t.gen = start_on(ladder_, rung, t.window, t.options());
   note_rung(t.status, ladder_.rung(rung).name());
+  if (m.from.empty() || t.spec.sink == nullptr) return;
+  m.to = ladder_.rung(rung).name();
+  m.policy = "release-reprefill";
+  m.requested = "wake";
+  m.ms = ms_since(t0);
+  m.pressure = pressure();
+  m.context = static_cast<int64_t>(t.window.size()) - 1;
+  m.at_token = t.status.tokens();
+  m.budget_mib = last_budget_;
+  m.note = "woken on another rung: its context re-read there";
+  ++t.status.migrations;
+  t.spec.sink->on_migration(m);
 }
 
 void Scheduler::shed(Tenant& t) {
@@ -261,7 +313,26 @@ void Scheduler::step(const std::vector<Tenant*>& group) {
 
 void Scheduler::record(Tenant& t, const Step& s, double ms) {
   t.status.step_ms += ms;
-  if (s.migration) ++t.status.migrations;
+  EventSink* sink = t.spec.sink;
+  if (sink && s.park) sink->on_park(*s.park);
+  if (sink && s.resume) sink->on_resume(*s.resume);
+  if (sink && s.heal) {
+    HealEvent h = *s.heal;
+    h.at_token += t.base;
+    sink->on_heal(h);
+  }
+  if (s.migration) {
+    ++t.status.migrations;
+    if (sink) {
+      MigrationEvent m = *s.migration;
+      m.at_token += t.base;
+      if (!std::isfinite(m.budget_mib)) {  // the generation has no budget of its own: ours
+        m.budget_mib = last_budget_;
+        m.pressure = pressure();
+      }
+      sink->on_migration(m);
+    }
+  }
   if (s.token) {
     const int64_t index = t.base + s.token->index;
     if (index != t.status.tokens()) {
@@ -271,13 +342,29 @@ void Scheduler::record(Tenant& t, const Step& s, double ms) {
     t.status.stream.push_back(s.token->token_id);
     t.window.push_back(s.token->token_id);
     note_rung(t.status, s.token->rung);
+    if (sink) {
+      TokenEvent e = *s.token;
+      e.index = index;
+      sink->on_token(e);
+    }
   }
-  if (s.done) {
-    t.status.state = TenantState::kFinished;
-    t.status.finished_round = round_;
-    t.status.killed = s.done->killed;
-    t.status.done_reason = s.done->reason;
-  }
+  if (s.done) finish(t, *s.done);
+}
+
+// The tenant's last generation ended (or it was cancelled): its cache goes now, and its sink
+// hears one done for the whole tenant.
+void Scheduler::finish(Tenant& t, const DoneEvent& d) {
+  t.status.state = TenantState::kFinished;
+  t.status.finished_round = round_;
+  t.status.killed = d.killed;
+  t.status.done_reason = d.reason;
+  t.gen.reset();
+  if (t.spec.sink == nullptr) return;
+  DoneEvent whole = d;
+  whole.tokens = t.status.tokens();
+  whole.rungs_used = t.status.rungs_used;
+  whole.migrations = t.status.migrations;
+  t.spec.sink->on_done(whole);
 }
 
 // A rung that only suspended tenants hold is parked; one nobody holds is released.

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,11 @@ struct TenantSpec {
   // and stop ids; capacity, shedding and moving up are the scheduler's.
   SessionOptions options;
   int64_t arrival = 0;  // the round from which it asks to be admitted
+  // Receives the tenant's stream as one generation's would be (not owned; must outlive the
+  // tenant or its pruning): tokens indexed contiguously across restarts, migrations (a wake on
+  // another rung is one: release-reprefill, requested "wake"), heals, a park when the scheduler
+  // suspends it and a resume when it wakes in place, and one done summing the whole tenant.
+  EventSink* sink = nullptr;
 };
 
 struct SchedulerConfig {
@@ -106,6 +112,13 @@ class Scheduler {
 
   // Validates the spec (prompt, policy, options); returns the tenant's index.
   size_t add(TenantSpec spec);
+  // Finishes tenant i now (reason "cancelled", or `reason`): its cache is freed at once, its
+  // rung released by the next round if nobody else holds it; the answer so far is kept.
+  // Nothing happens to a finished tenant.
+  void cancel(size_t i, const std::string& reason = "cancelled");
+  // Forgets finished tenants (a server's long run); the others keep their order, so indices
+  // after a pruned one shift down. Returns how many were removed.
+  size_t prune();
   RoundRecord round();
   bool done() const;  // every tenant finished
   int64_t rounds() const { return round_; }
@@ -127,6 +140,8 @@ class Scheduler {
   void step_all(const Plan& plan, const std::vector<size_t>& who);
   void step(const std::vector<Tenant*>& group);
   void record(Tenant& t, const Step& s, double ms);
+  void finish(Tenant& t, const DoneEvent& d);
+  double pressure() const;  // 1 − budget / reference_mib, in [0, 1], of the last round
   void start(Tenant& t, int rung);
   void shed(Tenant& t);
   void settle_residency();
@@ -136,8 +151,9 @@ class Scheduler {
   BudgetSource* budget_;
   SchedulerConfig cfg_;
   std::vector<std::unique_ptr<Tenant>> tenants_;
-  int64_t round_ = 0, up_streak_ = 0, admissions_ = 0;
+  int64_t round_ = 0, up_streak_ = 0, admissions_ = 0, tickets_ = 0;
   double reference_mib_ = 0, last_accounted_ = 0, rss_base_mib_ = 0;
+  double last_budget_ = std::numeric_limits<double>::infinity();
   std::chrono::steady_clock::time_point t_start_;
 };
 

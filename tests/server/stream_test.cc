@@ -1,0 +1,235 @@
+// molt serve end to end in process: streamed and whole answers, a budget cut mid-answer seen on
+// the wire, eight concurrent streams under one cut, a client that leaves, a clean stop.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <regex>
+
+#include "server_fixture.h"
+
+namespace molt::server::test {
+namespace {
+
+using nlohmann::json;
+
+// Checks the stream's shape; returns the answer text.
+std::string check_stream(const SseResult& r, int* migrations = nullptr) {
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.done_marker);
+  std::string text;
+  int64_t next = 0;
+  int moves = 0;
+  bool finished = false;
+  for (const json& c : r.chunks) {
+    EXPECT_FALSE(c.contains("error")) << c.dump();
+    if (c["choices"].empty()) continue;  // usage
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    const json& delta = c["choices"][0]["delta"];
+    const json& m = c["molt"];
+    EXPECT_TRUE(m.contains("rung")) << c.dump();
+    if (delta.contains("content")) {
+      EXPECT_EQ(m["index"].get<int64_t>(), next) << c.dump();
+      ++next;
+      text += delta["content"].get<std::string>();
+    }
+    if (m.contains("migration")) {
+      ++moves;
+      EXPECT_EQ(m["rung"], m["migration"]["to"]);
+    }
+    if (!c["choices"][0]["finish_reason"].is_null()) {
+      finished = true;
+      EXPECT_FALSE(m["done"]["killed"].get<bool>());
+      EXPECT_EQ(m["done"]["tokens"].get<int64_t>(), next);
+    }
+  }
+  EXPECT_TRUE(finished);
+  if (migrations) *migrations = moves;
+  return text;
+}
+
+TEST(Server, StreamsAChatAnswerWithTheRungOnEveryChunk) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  json body = chat_body(24);
+  body["stream_options"] = {{"include_usage", true}};
+  const SseResult r = post_stream(s, "/v1/chat/completions", body);
+  int moves = -1;
+  const std::string text = check_stream(r, &moves);
+  EXPECT_EQ(moves, 0);
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(r.chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  const json& usage = r.chunks.back()["usage"];
+  EXPECT_EQ(usage["completion_tokens"].get<int64_t>() + usage["prompt_tokens"].get<int64_t>(),
+            usage["total_tokens"].get<int64_t>());
+
+  // The same request, not streamed and greedy, gives the same text.
+  httplib::Client c = s.client();
+  auto res = c.Post("/v1/chat/completions", chat_body(24, false).dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json whole = json::parse(res->body);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], text);
+  EXPECT_EQ(whole["molt"]["rungs"].size(), whole["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_FALSE(whole["molt"]["done"]["killed"].get<bool>());
+}
+
+TEST(Server, ABudgetCutMidAnswerArrivesAsOneMigrationChunk) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  const std::string below = ladder->rung(1).name();
+  std::atomic<int> content{0};
+  const SseResult r = post_stream(s, "/v1/chat/completions", chat_body(80), [&](const json& c) {
+    if (c["choices"].empty() || !c["choices"][0]["delta"].contains("content")) return;
+    if (++content == 3) {
+      httplib::Client b = s.client();
+      auto res = b.Post("/v1/molt/budget", json({{"rung", below}}).dump(), "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 200) << res->body;
+    }
+  });
+  int moves = 0;
+  check_stream(r, &moves);
+  EXPECT_EQ(moves, 1);
+  std::string from, to;
+  for (const json& c : r.chunks) {
+    if (c.contains("molt") && c["molt"].contains("migration")) {
+      from = c["molt"]["migration"]["from"];
+      to = c["molt"]["migration"]["to"];
+    }
+  }
+  EXPECT_EQ(from, ladder->rung(0).name());
+  EXPECT_EQ(to, below);
+  EXPECT_EQ(r.chunks.back()["molt"]["rung"], below);
+  for (const json& c : r.chunks) {
+    if (!c["molt"].contains("migration")) continue;
+    EXPECT_GT(c["molt"]["migration"]["pressure"].get<double>(), 0.0) << c.dump();
+    EXPECT_TRUE(c["molt"]["migration"]["budget_mib"].is_number()) << c.dump();
+  }
+}
+
+TEST(Server, EightStreamsUnderOneCutAllFinishWithinTheBudget) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  constexpr int kStreams = 8;
+  std::vector<SseResult> results(kStreams);
+  std::atomic<int> tokens{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      json body = chat_body(60);
+      body["molt"] = {{"priority", i % 2 ? "background" : "foreground"}};
+      results[i] = post_stream(s, "/v1/chat/completions", body, [&](const json& c) {
+        if (!c["choices"].empty() && c["choices"][0]["delta"].contains("content") &&
+            ++tokens == 3 * kStreams) {
+          httplib::Client b = s.client();
+          b.Post("/v1/molt/budget", json({{"rung", ladder->rung(2).name()}}).dump(),
+                 "application/json");
+        }
+      });
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const SseResult& r : results) check_stream(r);
+  httplib::Client c = s.client();
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(m->body, match, std::regex("\nmolt_max_overshoot_mib (\\S+)")));
+  EXPECT_LE(std::stod(match[1].str()), 0.0) << m->body;
+  EXPECT_NE(m->body.find("molt_generations_killed_total 0"), std::string::npos);
+  EXPECT_NE(m->body.find("molt_migrations_total{"), std::string::npos) << m->body;
+}
+
+TEST(Server, AClientThatLeavesMidStreamIsCancelled) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  {
+    httplib::Client c = s.client();
+    int seen = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = chat_body(1000).dump();
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < 3; };
+    c.send(req);  // the receiver's false closes the connection
+  }
+  httplib::Client c = s.client();
+  int64_t live = -1;
+  for (int i = 0; i < 200 && live != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    live = json::parse(c.Get("/health")->body)["requests"].get<int64_t>();
+  }
+  EXPECT_EQ(live, 0);
+}
+
+TEST(Server, StopEndsOpenStreamsWithAnErrorEvent) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  std::atomic<bool> stopped{false};
+  const SseResult r = post_stream(s, "/v1/chat/completions", chat_body(1000), [&](const json&) {
+    if (!stopped.exchange(true)) std::thread([&] { s.stop(); }).detach();
+  });
+  ASSERT_FALSE(r.chunks.empty());
+  EXPECT_TRUE(r.chunks.back().contains("error")) << r.raw;
+  EXPECT_TRUE(r.done_marker);
+  for (int i = 0; i < 500 && s.port() > 0; ++i) {
+    httplib::Client c = s.client();
+    if (!c.Get("/health")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+TEST(Server, StopSequencesEndTheAnswerBeforeTheMatch) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  httplib::Client c = s.client();
+  auto first = c.Post("/v1/chat/completions", chat_body(30, false).dump(), "application/json");
+  ASSERT_TRUE(first);
+  const std::string text = json::parse(first->body)["choices"][0]["message"]["content"];
+  ASSERT_GE(text.size(), 8u);
+  const std::string stop = text.substr(4, 3);
+  json body = chat_body(30, false);
+  body["stop"] = stop;
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(Server, PlainCompletionsAndModels) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  httplib::Client c = s.client();
+  auto res = c.Post("/v1/completions",
+                    json({{"model", ladder->name()},
+                          {"prompt", "Once upon a time"},
+                          {"max_tokens", 12},
+                          {"temperature", 0}})
+                        .dump(),
+                    "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  const json m = json::parse(models->body);
+  ASSERT_EQ(m["data"].size(), 1u);
+  EXPECT_EQ(m["data"][0]["id"], ladder->name());
+  EXPECT_EQ(m["data"][0]["molt"]["rungs"].size(), static_cast<size_t>(ladder->size()));
+  for (const json& r : m["data"][0]["molt"]["rungs"]) {
+    EXPECT_GT(r["footprint_mib"].get<double>(), r["weights_mib"].get<double>());
+  }
+  auto one = c.Get("/v1/models/" + ladder->name());
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+}
+
+}  // namespace
+}  // namespace molt::server::test
