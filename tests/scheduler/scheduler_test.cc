@@ -130,6 +130,75 @@ TEST(Scheduler, AShedMovesTheCacheIntoLessMemoryAndTheStreamGoesOn) {
   EXPECT_EQ(s.tenant(0).stream, expected);
 }
 
+// A tenant's sink hears one generation's stream: contiguous indices across a shed (which
+// restarts the generation), the demotion as a migration carrying the scheduler's budget, one done
+// for the whole tenant.
+TEST(Scheduler, ASinkHearsTheWholeTenantAsOneStream) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  const auto prompt = test::test_prompt(30);
+  const SessionOptions o = greedy(24);
+  double budget = kInf;
+  FunctionBudget source([&](const BudgetQuery&) { return budget; });
+  Scheduler s(*l, &source);
+  EventLog log;
+  TenantSpec spec{"a", Priority::kBackground, prompt, o};
+  spec.sink = &log;
+  s.add(spec);
+  for (int i = 0; i < 6; ++i) s.round();
+  budget = weights_mib(*l, 1) + s.view(kInf).tenants[0].own_mib[1] * 1.5;  // fits rung 1 only
+  run_to_end(s);
+  ASSERT_EQ(log.tokens.size(), 24u);
+  for (size_t i = 0; i < log.tokens.size(); ++i) {
+    EXPECT_EQ(log.tokens[i].index, static_cast<int64_t>(i));
+    EXPECT_EQ(log.tokens[i].token_id, s.tenant(0).stream[i]);
+  }
+  ASSERT_EQ(log.migrations.size(), 1u);
+  EXPECT_EQ(log.migrations[0].from, l->rung(0).name());
+  EXPECT_EQ(log.migrations[0].to, l->rung(1).name());
+  EXPECT_EQ(log.migrations[0].at_token, 6);
+  EXPECT_DOUBLE_EQ(log.migrations[0].budget_mib, budget);
+  EXPECT_GT(log.migrations[0].pressure, 0.0);
+  EXPECT_EQ(log.done.tokens, 24);
+  EXPECT_EQ(log.done.migrations, 1);
+  EXPECT_EQ(log.done.rungs_used, s.tenant(0).rungs_used);
+  EXPECT_FALSE(log.done.killed);
+}
+
+// cancel() ends a tenant at once and frees its cache; prune() forgets finished tenants and keeps
+// the others in order.
+TEST(Scheduler, CancelFreesATenantAndPruneForgetsIt) {
+  auto l = Ladder::open(runtime_ladder().with_maps);
+  const auto prompt = test::test_prompt(20);
+  Scheduler s(*l, nullptr);
+  EventLog a_log, b_log, c_log;
+  TenantSpec a{"a", Priority::kForeground, prompt, greedy(40)};
+  a.sink = &a_log;
+  TenantSpec b{"b", Priority::kBackground, prompt, greedy(40)};
+  b.sink = &b_log;
+  TenantSpec c{"c", Priority::kBackground, prompt, greedy(8), /*arrival=*/1000};
+  c.sink = &c_log;
+  s.add(a);
+  s.add(b);
+  s.add(c);
+  for (int i = 0; i < 5; ++i) s.round();
+  const double before = s.accounted_mib();
+  s.cancel(0);
+  EXPECT_EQ(s.tenant(0).state, TenantState::kFinished);
+  EXPECT_EQ(a_log.done.reason, "cancelled");
+  EXPECT_EQ(a_log.done.tokens, 5);
+  EXPECT_LT(s.accounted_mib(), before);  // its cache is gone now, not at the end
+  s.cancel(2);                           // still waiting: finishes without ever running
+  EXPECT_EQ(c_log.done.tokens, 0);
+  EXPECT_EQ(c_log.done.reason, "cancelled");
+  s.cancel(0);  // nothing happens to a finished tenant
+  EXPECT_EQ(s.prune(), 2u);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s.tenant(0).name, "b");
+  run_to_end(s);
+  EXPECT_EQ(b_log.done.tokens, 40);
+  EXPECT_EQ(b_log.tokens.size(), 40u);
+}
+
 TEST(Scheduler, RefusesTenantsItCannotRun) {
   auto l = Ladder::open(runtime_ladder().with_maps);
   Scheduler s(*l, nullptr);
