@@ -1,8 +1,9 @@
 # The Makefile only wraps CMake presets (CMakePresets.json) and the dependency script.
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
 MOLT := build/molt
 
-.PHONY: all deps build test demo debug asan asan-test bench format format-check tidy clean tiny-ladder
+.PHONY: all deps build test demo debug asan asan-test bench format format-check tidy clean tiny-ladder fuzz
 
 all: build
 
@@ -41,8 +42,12 @@ tidy: build
 	git ls-files 'src/*.cc' 'apps/*.cc' | xargs -P $$(nproc) -n 4 clang-tidy -p build --quiet \
 	  --extra-arg=-Wno-unknown-warning-option --warnings-as-errors='*'
 
+# libFuzzer harnesses (tests/fuzz) under ASan + UBSan, each for FUZZ_SECONDS on its corpus.
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh
+
 tiny-ladder: build
 	tools/tiny-ladder/build.sh
 
 clean:
-	rm -rf build build-debug build-asan
+	rm -rf build build-debug build-asan build-fuzz

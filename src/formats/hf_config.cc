@@ -85,9 +85,17 @@ json ids_to_json(const std::vector<int64_t>& ids) {
 // `src` names the file, `key` the object ("quantization" or "quantization.<layer>").
 QuantLayer parse_quant_layer(const json& q, const std::string& src, const std::string& key,
                              bool int8) {
+  // Range-checked before narrowing to int: 2^32 + 8 must not pass as 8 bits.
+  auto small_int = [&](const char* field) {
+    const int64_t v = required_int(q, src + ": " + key, field);
+    if (v < 0 || v > 1024) {
+      fail("{}: field '{}.{}' is {}, out of range", src, key, field, v);
+    }
+    return static_cast<int>(v);
+  };
   QuantLayer l;
-  l.group_size = static_cast<int>(required_int(q, src + ": " + key, "group_size"));
-  l.bits = static_cast<int>(required_int(q, src + ": " + key, "bits"));
+  l.group_size = small_int("group_size");
+  l.bits = small_int("bits");
   if (int8) {
     if (l.bits != 8)
       fail("{}: field '{}.bits' is {}, int8 mode needs 8", src, key, q["bits"].dump());
@@ -148,8 +156,14 @@ QuantSpec parse_quantization(const json& q, const std::string& src, const char* 
   return s;
 }
 
-void require_positive(const std::string& src, const char* key, int64_t v) {
+// Sizes beyond these are no model molt could hold; bounding them here keeps every product the
+// loaders form (heads × head_dim, rows × columns, layers × positions × kv_dim) inside int64.
+constexpr int64_t kMaxSize = int64_t{1} << 24;   // hidden, intermediate, vocab, positions
+constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, head_dim
+
+void require_positive(const std::string& src, const char* key, int64_t v, int64_t max = kMaxSize) {
   if (v <= 0) fail("{}: field '{}' must be positive, got {}", src, key, v);
+  if (v > max) fail("{}: field '{}' is {}, larger than the {} molt supports", src, key, v, max);
 }
 
 }  // namespace
@@ -192,9 +206,9 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
   c.vocab_size = required_int(j, src, "vocab_size");
   optional_int(j, src, "max_position_embeddings", &c.max_position_embeddings);
   require_positive(src, "hidden_size", c.hidden_size);
-  require_positive(src, "num_hidden_layers", c.num_hidden_layers);
-  require_positive(src, "num_attention_heads", c.num_attention_heads);
-  require_positive(src, "num_key_value_heads", c.num_key_value_heads);
+  require_positive(src, "num_hidden_layers", c.num_hidden_layers, kMaxCount);
+  require_positive(src, "num_attention_heads", c.num_attention_heads, kMaxCount);
+  require_positive(src, "num_key_value_heads", c.num_key_value_heads, kMaxCount);
   require_positive(src, "intermediate_size", c.intermediate_size);
   require_positive(src, "vocab_size", c.vocab_size);
   require_positive(src, "max_position_embeddings", c.max_position_embeddings);
@@ -204,7 +218,7 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
   }
   if (has(j, "head_dim")) {
     c.head_dim = as_int(j["head_dim"], src, "head_dim");
-    require_positive(src, "head_dim", c.head_dim);
+    require_positive(src, "head_dim", c.head_dim, kMaxCount);
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
       fail(

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 
 namespace molt {
@@ -46,6 +47,10 @@ nlohmann::json parse_header(const std::string& file, const char* begin, size_t n
                             std::string* duplicate) {
   std::set<std::string> seen;
   auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (depth >= kMaxJsonDepth && (ev == nlohmann::json::parse_event_t::object_start ||
+                                   ev == nlohmann::json::parse_event_t::array_start)) {
+      fail("{}: safetensors header nests deeper than {} levels", file, kMaxJsonDepth);
+    }
     if (depth == 1 && ev == nlohmann::json::parse_event_t::key && duplicate->empty()) {
       const auto& k = parsed.get_ref<const std::string&>();
       if (!seen.insert(k).second) *duplicate = k;
@@ -57,6 +62,8 @@ nlohmann::json parse_header(const std::string& file, const char* begin, size_t n
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: safetensors header JSON is malformed at byte {} of the header: {}", file, e.byte,
          e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number like 1e400
+    fail("{}: safetensors header JSON is malformed: {}", file, e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 
 namespace molt {
@@ -14,7 +15,7 @@ namespace {
 void check_shard_name(const std::string& index, const std::string& tensor,
                       const std::string& shard) {
   std::filesystem::path p(shard);
-  bool escapes = shard.empty() || p.is_absolute();
+  bool escapes = shard.empty() || p.is_absolute() || shard.find('\0') != std::string::npos;
   for (const auto& part : p) escapes = escapes || part == "..";
   if (escapes) {
     fail("{}: weight_map['{}']: shard '{}' is not a file name inside the checkpoint folder", index,
@@ -33,6 +34,10 @@ nlohmann::json read_index(const std::filesystem::path& path) {
   std::string top_key, duplicate;
   std::set<std::string> seen;
   auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (depth >= kMaxJsonDepth && (ev == nlohmann::json::parse_event_t::object_start ||
+                                   ev == nlohmann::json::parse_event_t::array_start)) {
+      fail("{}: JSON nests deeper than {} levels", index, kMaxJsonDepth);
+    }
     if (ev != nlohmann::json::parse_event_t::key) return true;
     const auto& k = parsed.get_ref<const std::string&>();
     if (depth == 1) top_key = k;
@@ -46,6 +51,8 @@ nlohmann::json read_index(const std::filesystem::path& path) {
     j = nlohmann::json::parse(ss.str(), cb);
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: malformed JSON at byte {}: {}", index, e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number like 1e400
+    fail("{}: malformed JSON: {}", index, e.what());
   }
   if (!duplicate.empty()) fail("{}: weight_map lists tensor '{}' twice", index, duplicate);
   return j;
@@ -99,7 +106,8 @@ WeightStore WeightStore::open_dir(const std::filesystem::path& dir) {
     check_shard_name(index, tensor, name);
     if (!shard_by_name.count(name)) {
       const auto shard_path = dir / name;
-      if (!std::filesystem::exists(shard_path)) {
+      std::error_code ec;  // a name too long for the file system is "does not exist" too
+      if (!std::filesystem::exists(shard_path, ec)) {
         fail("{}: weight_map['{}']: shard {} does not exist", index, tensor, shard_path.string());
       }
       s.files_.push_back(SafetensorsFile::open(shard_path));

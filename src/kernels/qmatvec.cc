@@ -52,7 +52,9 @@ constexpr int kStreams = 4;
 // Software prefetch distance in bytes along each row stream (rows are contiguous, so it runs
 // on into the stream's next row). At 4 bits a row of 896 inputs is only 7 cache lines and the
 // hardware prefetchers alone left decode at ~0.4x the triad bound.
-constexpr int64_t kPrefetchBytes = 768;
+// Only the x86 AVX2 / AVX-512 kernels below use it: the other targets this file is compiled
+// for (foreach_target.h) leave it unused.
+[[maybe_unused]] constexpr int64_t kPrefetchBytes = 768;
 
 // Rows are dealt out in blocks, first come first served (inside a parallel region, no
 // barrier at the end): with a static half each, one core finishing late (its memory slower for

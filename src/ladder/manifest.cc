@@ -65,7 +65,8 @@ LadderManifest LadderManifest::parse(const nlohmann::json& j, const fs::path& fi
     r.path = resolve(base, string_field(rungs[i], "path", where));
     r.precision = string_field(rungs[i], "precision", where);
     if (!names.insert(r.name).second) fail("{}.name: rung '{}' is listed twice", where, r.name);
-    if (!fs::is_directory(r.path)) {
+    std::error_code ec;  // a path the file system cannot look up (too long, ...) does not exist
+    if (!fs::is_directory(r.path, ec)) {
       fail("{}.path: checkpoint folder {} does not exist", where, r.path.string());
     }
     m.rungs.push_back(std::move(r));

@@ -34,7 +34,12 @@ T read(const json& v, const std::string& where) {
     const bool fits =
         std::is_unsigned_v<T>
             ? v.is_number_unsigned() && v.get<uint64_t>() <= std::numeric_limits<T>::max()
-            : v.is_number_integer() && v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+            // An unsigned value past INT64_MAX would wrap to a negative int64.
+            : v.is_number_integer() &&
+                  !(v.is_number_unsigned() &&
+                    v.get<uint64_t>() >
+                        static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) &&
+                  v.get<int64_t>() >= std::numeric_limits<T>::min() &&
                   v.get<int64_t>() <= std::numeric_limits<T>::max();
     if (!fits) fail("{}: expected an integer in range, got {}", where, v.dump());
     return v.get<T>();

@@ -12,7 +12,13 @@ using ordered_json = nlohmann::ordered_json;
 
 // Hugging Face's `tojson` filter is json.dumps(x, ensure_ascii=False): ", " and ": "
 // separators, keys in their given order, non-ASCII characters written as they are.
-void python_json(const ordered_json& j, std::string& out) {
+void python_json(const ordered_json& j, std::string& out, int depth = 0) {
+  // The parser itself is iterative; this recursion is not, so bound it (a tool schema nests a
+  // few levels; 100k levels of "[[[[" would exhaust the stack).
+  constexpr int kMaxDepth = 512;
+  if (depth >= kMaxDepth && (j.is_object() || j.is_array())) {
+    fail("chat template: JSON nests deeper than {} levels", kMaxDepth);
+  }
   if (j.is_object()) {
     out += '{';
     bool first = true;
@@ -21,14 +27,14 @@ void python_json(const ordered_json& j, std::string& out) {
       first = false;
       out += ordered_json(key).dump(-1, ' ', false);
       out += ": ";
-      python_json(value, out);
+      python_json(value, out, depth + 1);
     }
     out += '}';
   } else if (j.is_array()) {
     out += '[';
     for (size_t i = 0; i < j.size(); ++i) {
       if (i > 0) out += ", ";
-      python_json(j[i], out);
+      python_json(j[i], out, depth + 1);
     }
     out += ']';
   } else {
@@ -40,7 +46,7 @@ std::string tojson(const std::string& text, const std::string& what) {
   ordered_json j;
   try {
     j = ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     fail("chat template: {} is not valid JSON: {}", what, e.what());
   }
   std::string out;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "tokenizer/spec.h"
 
 namespace molt::tok {
@@ -20,11 +21,23 @@ std::string read_file_bytes(const std::filesystem::path& path) {
 }
 
 nlohmann::json parse_json_file(const std::filesystem::path& path) {
+  // parse_json_text names the file and refuses 1e400 (out_of_range) and absurd nesting like bad
+  // syntax; the tokenizer's messages add what a user most likely has in hand.
   const std::string text = read_file_bytes(path);
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: not valid JSON (truncated or corrupt?): {}", path.string(), e.what());
+    return parse_json_text(text, path.string());
+  } catch (const Error& e) {
+    fail("{} (not valid JSON: truncated or corrupt?)", e.what());
+  }
+}
+
+void check_id_space(const std::string& where, int64_t largest_id, size_t count) {
+  constexpr int64_t kSlack = 1024;
+  if (largest_id >= 2 * static_cast<int64_t>(count) + kSlack) {
+    fail(
+        "{}: id {} is far past the {} token(s) the file defines (ids are numbered densely from "
+        "0); the file is corrupt",
+        where, largest_id, count);
   }
 }
 

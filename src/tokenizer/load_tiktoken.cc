@@ -1,4 +1,5 @@
 // tiktoken rank files (qwen.tiktoken): one "base64(token bytes) rank" per line.
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <climits>
@@ -51,6 +52,8 @@ TokenizerSpec load_tiktoken(const std::filesystem::path& path) {
   spec.format = "tiktoken";
   spec.nfc = true;  // Qwen's HF tokenizer normalises; the rank file itself says nothing
   spec.splits.push_back({std::string(kQwen2Pattern), false});
+  // One token per line at most: bounds the ranks before the table is sized from them.
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
   std::vector<size_t> line_of;  // rank -> line, to report duplicates
   std::string bytes;
   size_t pos = 0, line_no = 0;
@@ -76,6 +79,7 @@ TokenizerSpec load_tiktoken(const std::filesystem::path& path) {
       fail("{}: line {}: '{}' is not valid base64", where, line_no, b64);
     }
     if (static_cast<size_t>(rank) >= spec.vocab.size()) {
+      check_id_space(fmt::format("{}: line {}", where, line_no), rank, lines);
       spec.vocab.resize(rank + 1);
       line_of.resize(rank + 1, 0);
     }

@@ -1,5 +1,6 @@
 // Hugging Face tokenizer.json: a BPE model over the byte-level alphabet, added tokens, an NFC
 // (or no) normaliser, Split / ByteLevel pre-tokenizers and a ByteLevel decoder.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
@@ -128,10 +129,15 @@ TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
     fail("{}: model.vocab is missing", where);
   std::unordered_map<std::string, int32_t> by_name;  // byte-level spelling -> id
   by_name.reserve(model["vocab"].size());
+  int64_t largest = -1;
   for (const auto& [name, v] : model["vocab"].items()) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= (1 << 24)) {
       fail("{}: model.vocab: token '{}' has no valid id", where, name);
     }
+    largest = std::max(largest, v.get<int64_t>());
+  }
+  check_id_space(where + ": model.vocab", largest, model["vocab"].size());
+  for (const auto& [name, v] : model["vocab"].items()) {
     const auto id = static_cast<int32_t>(v.get<int64_t>());
     std::optional<std::string> bytes = byte_level_decode(name);
     if (!bytes || bytes->empty()) {

@@ -85,6 +85,7 @@ TokenizerSpec load_vocab_merges(const std::filesystem::path& vocab_path,
       entries.emplace_back(static_cast<int32_t>(v.get<int64_t>()), std::move(*bytes));
       max_id = std::max(max_id, entries.back().first);
     }
+    check_id_space(where, max_id, entries.size());
     spec.vocab.resize(static_cast<size_t>(max_id) + 1);
     for (auto& [id, bytes] : entries) {
       if (!spec.vocab[id].empty()) fail("{}: id {} is used twice", where, id);

@@ -45,6 +45,11 @@ std::vector<AddedToken> parse_added_tokens(const nlohmann::json& j, const std::s
 // how Hugging Face converts tiktoken files, and it reproduces Qwen's merges.txt.
 std::vector<std::pair<int32_t, int32_t>> merges_from_ranks(const std::vector<std::string>& vocab);
 
+// Ids index vectors sized to the largest id, so a few bytes claiming id 16,000,000 would cost
+// half a GiB of empty slots. Real files number their tokens densely; refuses an id space more
+// than about twice what the file holds (`count` tokens) before anything is sized from it.
+void check_id_space(const std::string& where, int64_t largest_id, size_t count);
+
 // Reading helpers shared by the loaders; errors name the file.
 std::string read_file_bytes(const std::filesystem::path& path);
 nlohmann::json parse_json_file(const std::filesystem::path& path);

@@ -27,6 +27,9 @@ Tokenizer::Impl::Impl(tok::TokenizerSpec spec)
     }
   }
   id_to_bytes = std::move(spec.vocab);
+  int64_t largest = -1;
+  for (const AddedToken& a : added) largest = std::max<int64_t>(largest, a.id);
+  tok::check_id_space(where + ": added tokens", largest, id_to_bytes.size() + added.size());
   for (const AddedToken& a : added) {
     if (a.content.empty()) fail("{}: added token {} has empty content", where, a.id);
     if (a.id < 0) fail("{}: added token '{}' has a negative id", where, a.content);

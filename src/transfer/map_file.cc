@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 #include "molt/model/model.h"
 
@@ -30,21 +31,65 @@ std::string head_name(int64_t j, char kv, int64_t h, const char* what) {
   return fmt::format("layers.{}.{}.heads.{}.{}", j, kv, h, what);
 }
 
-RungSpec rung_from_json(const nlohmann::json& j) {
+// A positive integer no larger than `max` (bounds every size the reader multiplies or
+// allocates from: kv_dim, layer counts, tensor shapes).
+int64_t size_field(const nlohmann::json& j, const char* key, int64_t max, const char* side) {
+  if (!j.is_object() || !j.contains(key)) fail("'{}' lacks '{}'", side, key);
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max)) ||
+      v.get<int64_t>() <= 0 || v.get<int64_t>() > max) {
+    fail("'{}.{}' is {}, expected an integer in 1..{}", side, key, v.dump(), max);
+  }
+  return v.get<int64_t>();
+}
+
+RungSpec rung_from_json(const nlohmann::json& j, const char* side) {
+  constexpr int64_t kMaxCount = int64_t{1} << 16, kMaxHidden = int64_t{1} << 24;
+  if (!j.is_object()) fail("'{}' is a JSON {}, expected an object", side, j.type_name());
   RungSpec r;
-  r.name = j.value("name", "");
-  r.geometry.n_layers = j.at("n_layers").get<int64_t>();
-  r.geometry.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
-  r.geometry.head_dim = j.at("head_dim").get<int64_t>();
-  r.geometry.hidden_size = j.at("hidden_size").get<int64_t>();
-  const auto& rope = j.at("rope");
-  r.rope.theta = rope.at("theta").get<double>();
-  r.rope.head_dim = rope.at("head_dim").get<int64_t>();
-  if (rope.at("style").get<std::string>() != kRopeStyle) {
-    fail("RoPE style '{}' is not supported (only {})", rope.at("style").get<std::string>(),
-         kRopeStyle);
+  if (j.contains("name") && j["name"].is_string()) r.name = j["name"].get<std::string>();
+  r.geometry.n_layers = size_field(j, "n_layers", kMaxCount, side);
+  r.geometry.n_kv_heads = size_field(j, "n_kv_heads", kMaxCount, side);
+  r.geometry.head_dim = size_field(j, "head_dim", kMaxCount, side);
+  r.geometry.hidden_size = size_field(j, "hidden_size", kMaxHidden, side);
+  const std::string rope_side = std::string(side) + ".rope";
+  if (!j.contains("rope") || !j["rope"].is_object()) fail("'{}' is not an object", rope_side);
+  const nlohmann::json& rope = j["rope"];
+  r.rope.head_dim = size_field(rope, "head_dim", kMaxCount, rope_side.c_str());
+  if (!rope.contains("theta") || !rope["theta"].is_number() || !(rope["theta"].get<double>() > 0)) {
+    fail("'{}.theta' is not a positive number", rope_side);
+  }
+  r.rope.theta = rope["theta"].get<double>();
+  if (!rope.contains("style") || !rope["style"].is_string() ||
+      rope["style"].get<std::string>() != kRopeStyle) {
+    fail("'{}.style' is {}; only \"{}\" is supported", rope_side,
+         rope.contains("style") ? rope["style"].dump() : "absent", kRopeStyle);
   }
   return r;
+}
+
+// A list of layer indices (each an integer in [0, n_layers)).
+std::vector<int64_t> layer_list(const nlohmann::json& v, int64_t n_layers,
+                                const std::string& what) {
+  if (!v.is_array()) fail("{} is a JSON {}, expected a list of sender layers", what, v.type_name());
+  std::vector<int64_t> out;
+  for (const nlohmann::json& s : v) {
+    if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() >= n_layers ||
+        (s.is_number_unsigned() && s.get<uint64_t>() >= uint64_t(n_layers))) {
+      fail("{} lists {}, not a sender layer (sender has {})", what, s.dump(), n_layers);
+    }
+    out.push_back(s.get<int64_t>());
+  }
+  if (out.empty()) fail("{} lists no source layers", what);
+  return out;
+}
+
+// A boundary entry's integer field.
+int64_t boundary_field(const nlohmann::json& b, const char* key, const std::string& what) {
+  if (!b.is_object() || !b.contains(key) || !b[key].is_number_integer()) {
+    fail("{} needs an integer '{}'", what, key);
+  }
+  return b[key].get<int64_t>();
 }
 
 // Metadata value → JSON: objects, arrays, numbers and booleans are parsed, the rest stay strings.
@@ -229,17 +274,18 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
 
 MapData read_map_dir(const std::filesystem::path& dir) {
   const std::filesystem::path index_path = dir / kIndexFile, file = dir / kMapFile;
-  if (!std::filesystem::exists(index_path)) {
+  std::error_code ec;
+  if (!std::filesystem::exists(index_path, ec)) {
     fail("{}: missing; a map directory holds map.safetensors and index.json (its checksums)",
          index_path.string());
   }
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(std::ifstream(index_path));
-  } catch (const nlohmann::json::exception& e) {
+    index = read_json_file(index_path);  // refuses 1e400 and absurd nesting too
+  } catch (const Error& e) {
     fail("{}: not valid JSON: {}", index_path.string(), e.what());
   }
-  if (!index.is_object() || index.value("format", "") != "molt-map-index" ||
+  if (!index.is_object() || !index.contains("format") || index["format"] != "molt-map-index" ||
       !index.contains("files") || !index["files"].is_object()) {
     fail("{}: not a molt map index (needs \"format\": \"molt-map-index\" and \"files\")",
          index_path.string());
@@ -247,8 +293,15 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   if (!index["files"].contains(kMapFile))
     fail("{}: does not list {}", index_path.string(), kMapFile);
   for (const auto& [name, entry] : index["files"].items()) {
+    // Only files of the map folder itself: the index must not make us read anything else.
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      fail("{}: lists '{}', which is not a file name inside the map folder", index_path.string(),
+           name);
+    }
     const std::filesystem::path p = dir / name;
-    if (!std::filesystem::exists(p))
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec))
       fail("{}: lists {} which is missing", index_path.string(), name);
     if (!entry.contains("sha256") || !entry["sha256"].is_string()) {
       fail("{}: entry '{}' has no sha256", index_path.string(), name);
@@ -279,10 +332,10 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   nlohmann::json sources, boundary;
   try {
     map.method = get("method");
-    map.sender = rung_from_json(nlohmann::json::parse(get("sender")));
-    map.receiver = rung_from_json(nlohmann::json::parse(get("receiver")));
-    sources = nlohmann::json::parse(get("sources"));
-    boundary = nlohmann::json::parse(get("boundary"));
+    map.sender = rung_from_json(parse_json_text(get("sender"), "'sender'"), "sender");
+    map.receiver = rung_from_json(parse_json_text(get("receiver"), "'receiver'"), "receiver");
+    sources = parse_json_text(get("sources"), "'sources'");
+    boundary = parse_json_text(get("boundary"), "'boundary'");
   } catch (const nlohmann::json::exception& e) {
     fail("{}: __metadata__: {}", file.string(), e.what());
   } catch (const Error& e) {
@@ -302,7 +355,8 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   const int64_t hd = gr.head_dim, kvr = gr.kv_dim(), kvs = gs.kv_dim();
   const bool diagonal = map.method == "diagonal";
   if (diagonal && kvs != kvr) fail("{}: a diagonal map needs equal KV widths", file.string());
-  if (!sources.contains("k") || !sources.contains("v") ||
+  if (!sources.is_object() || !sources.contains("k") || !sources.contains("v") ||
+      !sources["k"].is_array() || !sources["v"].is_array() ||
       static_cast<int64_t>(sources["k"].size()) != gr.n_layers ||
       static_cast<int64_t>(sources["v"].size()) != gr.n_layers) {
     fail("{}: __metadata__ 'sources' must list sources for each of {} receiver layers",
@@ -312,16 +366,10 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     LayerMap& L = map.layers[static_cast<size_t>(j)];
     L.kv_s = kvs;
-    L.k_sources = sources["k"][j].get<std::vector<int64_t>>();
-    L.v_sources = sources["v"][j].get<std::vector<int64_t>>();
-    for (const auto* list : {&L.k_sources, &L.v_sources}) {
-      if (list->empty()) fail("{}: receiver layer {} has no source layers", file.string(), j);
-      for (int64_t s : *list) {
-        if (s < 0 || s >= gs.n_layers) {
-          fail("{}: receiver layer {} lists sender layer {} (sender has {})", file.string(), j, s,
-               gs.n_layers);
-        }
-      }
+    for (const char kv : {'k', 'v'}) {
+      (kv == 'k' ? L.k_sources : L.v_sources) =
+          layer_list(sources[std::string(1, kv)][static_cast<size_t>(j)], gs.n_layers,
+                     fmt::format("{}: __metadata__ 'sources.{}[{}]'", file.string(), kv, j));
     }
     auto gather = [&](char kv, const char* what, int64_t in) {
       std::vector<float> out;
@@ -346,10 +394,16 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     }
     (void)kvr;
   }
-  for (const auto& b : boundary) {
+  if (!boundary.is_array()) {
+    fail("{}: __metadata__ 'boundary' is a JSON {}, expected a list", file.string(),
+         boundary.type_name());
+  }
+  for (size_t i = 0; i < boundary.size(); ++i) {
+    const nlohmann::json& b = boundary[i];
+    const std::string what = fmt::format("{}: __metadata__ 'boundary[{}]'", file.string(), i);
     BoundaryMap bm;
-    bm.r = b.at("r").get<int64_t>();
-    bm.sender_hidden = b.at("sender_hidden").get<int64_t>();
+    bm.r = boundary_field(b, "r", what);
+    bm.sender_hidden = boundary_field(b, "sender_hidden", what);
     if (bm.r < 1 || bm.r > gr.n_layers || bm.sender_hidden < 0 || bm.sender_hidden > gs.n_layers) {
       fail("{}: boundary r={} from sender hidden {} is out of range", file.string(), bm.r,
            bm.sender_hidden);

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace molt {
@@ -88,5 +89,10 @@ ModelConfig qwen2_5_config(const std::string& size);
 
 // Reads a JSON file; errors name the file and the parse position.
 nlohmann::json read_json_file(const std::filesystem::path& path);
+// Parses JSON text the same way; `source` names it in errors. Both refuse nesting deeper than
+// kMaxJsonDepth: no molt file needs it, and code that recurses over a document (dump() in an
+// error message, for one) would exhaust the stack on a few hundred KB of "[[[[".
+inline constexpr int kMaxJsonDepth = 512;
+nlohmann::json parse_json_text(std::string_view text, const std::string& source);
 
 }  // namespace molt

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# make fuzz: builds the libFuzzer harnesses (preset `fuzz`: clang, ASan + UBSan) and runs each
+# for FUZZ_SECONDS (default 30) on a copy of its seed corpus, after replaying the committed
+# regression inputs. Fails when any harness finds a crash, leak, UB, timeout or out-of-memory.
+#   scripts/fuzz.sh [harness...]      (default: every tests/fuzz/*_fuzz.cc)
+# Findings land in build-fuzz/artifacts/<harness>/; see README "Fuzzing" for what to do next.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${FUZZ_SECONDS:-30}
+jobs=${JOBS:-$(nproc)}
+build=build-fuzz
+src=tests/fuzz
+
+MOLT_EXTRA_PACKAGES="clang libclang-rt-dev libomp-dev ${MOLT_EXTRA_PACKAGES:-}" scripts/install-deps.sh
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+
+# Which dictionary each harness takes (json.dict is added to every JSON one).
+declare -A dict=(
+  [safetensors]=safetensors [safetensors_index]=safetensors [hf_config]=hf_config
+  [generation_config]=hf_config [tokenizer_json]=tokenizer [vocab_merges]=tokenizer
+  [tiktoken]=tokenizer [chat_template]=chat [ladder_manifest]=ladder [pressure_trace]=ladder
+  [map_meta]=map [map_index]=map [options]=options
+)
+
+if [[ $# -gt 0 ]]; then
+  harnesses=("$@")
+else
+  harnesses=()
+  for f in "$src"/*_fuzz.cc; do
+    n=$(basename "$f" _fuzz.cc)
+    harnesses+=("$n")
+  done
+fi
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+failed=()
+for n in "${harnesses[@]}"; do
+  exe=$build/tests/fuzz/${n}_fuzz
+  [[ -x $exe ]] || { echo "fuzz: no harness $exe" >&2; exit 1; }
+  corpus=$build/corpus/$n
+  artifacts=$build/artifacts/$n
+  mkdir -p "$corpus" "$artifacts" "$build/dict"
+  cp -rn "$src/corpus/$n/." "$corpus/"  # the committed seeds stay as they are
+  [[ -n ${dict[$n]:-} ]] || { echo "fuzz: no dictionary for $n (add it to scripts/fuzz.sh)" >&2; exit 1; }
+  d=$build/dict/$n.dict
+  cat "$src/dict/json.dict" "$src/dict/${dict[$n]}.dict" >"$d"
+
+  # Every committed regression input must pass first (each runs once).
+  if compgen -G "$src/regressions/$n/*" >/dev/null; then
+    if ! "$exe" -runs=1 "$src/regressions/$n"/* >"$build/$n.regressions.log" 2>&1; then
+      echo "fuzz: $n: a committed regression input fails again (see $build/$n.regressions.log)"
+      failed+=("$n (regression)")
+      continue
+    fi
+  fi
+  echo "fuzz: $n for ${seconds}s"
+  if nice -n 10 "$exe" "$corpus" -dict="$d" -max_total_time="$seconds" -timeout=10 \
+      -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/" >"$build/$n.log" 2>&1; then
+    grep -E "^stat::(number_of_executed_units|average_exec_per_sec)" "$build/$n.log" |
+      sed "s/^/  /"
+  else
+    echo "fuzz: $n FOUND A PROBLEM (log $build/$n.log, input in $artifacts/):"
+    grep -E "ERROR|SUMMARY|runtime error|uncaught|property failed" "$build/$n.log" | head -5 |
+      sed "s/^/  /"
+    failed+=("$n")
+  fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "fuzz: findings in ${failed[*]}"
+  exit 1
+fi
+echo "fuzz: ${#harnesses[@]} harness(es), ${seconds}s each: nothing found"
