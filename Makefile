@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 MOLT := build/molt
 
-.PHONY: all deps build test demo debug asan asan-test bench format format-check tidy clean tiny-ladder fuzz
+.PHONY: all deps build test demo debug asan asan-test tsan-test bench format format-check tidy clean tiny-ladder fuzz
 
 all: build
 
@@ -31,6 +31,13 @@ asan: deps
 asan-test: asan
 	ctest --preset asan -j $(JOBS)
 
+# ThreadSanitizer over the threaded parts (runtime, scheduler, server); OpenMP at one thread, since
+# Debian's libgomp is not instrumented.
+tsan-test: deps
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
+
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
@@ -50,4 +57,4 @@ tiny-ladder: build
 	tools/tiny-ladder/build.sh
 
 clean:
-	rm -rf build build-debug build-asan build-fuzz
+	rm -rf build build-debug build-asan build-tsan build-fuzz

@@ -2,24 +2,33 @@
 # Switch cost (DESIGN.md §6) of molt's carried cache against re-prefill, measured through the
 # runtime's own migrate(): on the tiny ladder's routes and at the real Qwen2.5 1.5B → 0.5B
 # geometry (synthetic bf16 weights, a k = 16 shape map: apply cost does not depend on the
-# values). Writes docs/figures/switch/*.json and docs/SWITCHING.md generated from them.
-# Run on a quiet machine: it measures wall time. Knobs: THREADS (2), WORK (/tmp/molt-figures),
-# CONTEXTS ("256 1024 2000"), REPEAT (3).
+# values). Writes docs/figures/switch/*.json* and docs/SWITCHING.md generated from them
+# (`molt bench switch-report`; tests/cli/docs_trace_test.cc checks that they agree with each
+# other and with the committed ladder). Each *.jsonl opens with the SHA-256 of every model and
+# map file it was measured on; run.json records the commit, the machine, its load and the
+# STREAM triad before and after. Wall times want a quiet machine; FLOPs and peaks do not.
+# Knobs: THREADS (2), WORK (/tmp/molt-figures), CONTEXTS ("256 1024 2000"), REPEAT (3),
+# MOLT (build/molt).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-molt="$root/build/molt"
+cd "$root"  # the JSON names files relative to the repository
+molt="${MOLT:-$root/build/molt}"
 THREADS="${THREADS:-2}"
 WORK="${WORK:-/tmp/molt-figures}"
 CONTEXTS="${CONTEXTS:-256 1024 2000}"
 REPEAT="${REPEAT:-3}"
-out="$root/docs/figures/switch"
+out="docs/figures/switch"
 mkdir -p "$out" "$WORK"
 [[ -x "$molt" ]] || { echo "switch-figures: build molt first (make build)" >&2; exit 1; }
+load() { cut -d' ' -f1 /proc/loadavg; }
 
-tiny="$root/models/tiny-ladder/ladder.json"
-for route in $(/usr/bin/python3 -c "
-import json; m = json.load(open('$tiny'))
-print(' '.join(r['from'] + ':' + r['to'] for r in m['routes'] if 'maps' in r))"); do
+load_before="$(load)"
+bandwidth_before="$("$molt" bench bandwidth --json --threads "$THREADS")"
+
+tiny="models/tiny-ladder/ladder.json"
+rm -f "$out"/tiny-*.jsonl
+# Routes with maps, as `molt ladder show` prints them ("  route l → m: maps ...").
+for route in $("$molt" ladder show "$tiny" | sed -n 's/^  route \(.*\) → \(.*\): maps .*/\1:\2/p'); do
   from="${route%%:*}" to="${route##*:}"
   echo "tiny $from → $to" >&2
   "$molt" bench switch --ladder "$tiny" --from "$from" --to "$to" --contexts $CONTEXTS \
@@ -47,10 +56,20 @@ echo "real 1.5b → 0.5b" >&2
 "$molt" bench transfer --from "$real/1.5b" --to "$real/0.5b" --maps "$real/maps/1.5b-0.5b" \
   --context 1024 --threads "$THREADS" --repeat 3 --prefill-repeat 1 --json \
   > "$out/real-transfer-1024.json"
-"$molt" bench bandwidth --json > "$out/bandwidth.json"
-"$molt" --version > "$out/version.txt"
-uname -m > "$out/machine.txt"
-grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- >> "$out/machine.txt" || true
 
-/usr/bin/python3 "$root/scripts/switch_report.py" "$out" "$root/docs/SWITCHING.md"
+bandwidth_after="$("$molt" bench bandwidth --json --threads "$THREADS")"
+cpu="$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/["\\]//g' || true)"
+dirty=false
+[[ -z "$(git status --porcelain 2>/dev/null)" ]] || dirty=true
+cat > "$out/run.json" <<JSON
+{"commit": "$(git rev-parse HEAD 2>/dev/null || echo unknown)", "dirty": $dirty,
+ "machine": "$(uname -m)", "cpu": "${cpu:-unknown}", "nproc": $(nproc),
+ "molt": "$("$molt" --version)", "threads": $THREADS,
+ "load_before": $load_before, "load_after": $(load),
+ "bandwidth_before": $bandwidth_before,
+ "bandwidth_after": $bandwidth_after}
+JSON
+rm -f "$out/bandwidth.json" "$out/machine.txt" "$out/version.txt"  # now in run.json
+
+"$molt" bench switch-report --in "$out" --out docs/SWITCHING.md
 echo "switch-figures: wrote $root/docs/SWITCHING.md" >&2

@@ -1,12 +1,15 @@
 // molt bench switch: the cost of one migration (budget cut → receiver's first logits) by
 // policy and context length, through the runtime's own migrate().
+// With --json the first line is the provenance: the SHA-256 of every file measured on.
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "command.h"
+#include "molt/bench/switch_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/runtime/session.h"
@@ -71,6 +74,7 @@ void run(const SwitchArgs& a) {
   auto l = Ladder::open(a.ladder);
   const int from = l->index(a.from), to = l->index(a.to);
   if (a.shape_map_k > 0) write_shape_map(*l, from, to, a.shape_map_k);
+  if (a.json) fmt::print("{}\n", switch_provenance(*l, from, to).dump());
   if (!a.json) {
     fmt::print("switch {} → {} on {} ({} threads; median of {}; sender cache {})\n", a.from, a.to,
                l->name(), num_threads(), a.repeat, a.fill_sender ? "filled" : "prefilled natively");
@@ -121,9 +125,23 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_flag("--fill-sender", a->fill_sender, "fill the sender's cache instead of prefilling it");
   s->add_option("--shape-map", a->shape_map_k,
                 "write a random map with k sources where the route has none");
-  s->add_flag("--json", a->json, "one JSON object per cell");
+  s->add_flag("--json", a->json,
+              "a provenance line (SHA-256 of the files), then one object per cell");
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   s->callback([a] { run(*a); });
+
+  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  CLI::App* r =
+      group(root, "bench", "Benchmarks that print figures")
+          ->add_subcommand("switch-report",
+                           "docs/SWITCHING.md from the JSON of scripts/switch-figures.sh");
+  r->add_option("--in", *in, "figures folder (docs/figures/switch)")->required();
+  r->add_option("--out", *out, "page to write")->required();
+  r->callback([in, out] {
+    const std::string md = switch_report(*in);
+    std::ofstream f(*out, std::ios::binary);
+    if (!(f << md)) fail("switch-report: cannot write {}", *out);
+  });
 });
 
 }  // namespace

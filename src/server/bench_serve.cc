@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <regex>
 #include <thread>
 
 #include "molt/common/error.h"
@@ -116,10 +115,11 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
+// The value of an unlabelled sample `name` in Prometheus text.
 double metric(const std::string& text, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex("\n" + name + " (\\S+)"))) return NAN;
-  return std::stod(m[1].str());
+  const size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return NAN;
+  return std::stod(text.substr(at + name.size() + 2));
 }
 
 }  // namespace

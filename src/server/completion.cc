@@ -123,7 +123,7 @@ PreparedCompletion prepare_completion(const Ladder& ladder, const json& body, bo
                    param, "context_length_exceeded");
   }
   const int64_t max = r.max_tokens.value_or(std::min(lim.default_max_tokens, lim.context - n));
-  if (n + max > lim.context) {
+  if (max > lim.context - n) {  // n < context: no overflow for any max_tokens
     throw ApiError(400,
                    fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceed the context of "
                                "{} tokens",

@@ -197,8 +197,18 @@ void Engine::one_round() {
   if (ms_between(last_publish_, Clock::now()) >= o_.publish_ms || sched_->done()) publish(&rec);
   metrics_.round(rec.budget_mib, rec.accounted_mib, to_mib(read_process_memory().rss_bytes),
                  states);
-  const double left = o_.min_round_ms - ms_between(t, Clock::now());
-  if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(left));
+  // Nobody ran (every tenant suspended or waiting for room): wait for a budget change, a new
+  // request or the poll interval instead of spinning.
+  const bool ran = std::any_of(
+      rec.tenants.begin(), rec.tenants.end(),
+      [](const sched::TenantRound& r) { return r.state == sched::TenantState::kRunning; });
+  double left = o_.min_round_ms - ms_between(t, Clock::now());
+  if (!ran) left = std::max(left, o_.parked_poll_ms);
+  if (left <= 0) return;
+  std::unique_lock lock(m_);
+  wake_.wait_for(lock, std::chrono::duration<double, std::milli>(left),
+                 [&] { return stopping_ || (!ran && (!pending_.empty() || budget_changed_)); });
+  budget_changed_ = false;
 }
 
 void Engine::publish(const sched::RoundRecord* rec) {
@@ -302,6 +312,11 @@ json Engine::set_budget(const json& body) {
       throw ApiError(400, e.what(), "trace");
     }
   }
+  {
+    std::lock_guard lock(m_);
+    budget_changed_ = true;
+  }
+  wake_.notify_one();
   return budget_state();
 }
 

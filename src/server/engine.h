@@ -27,6 +27,7 @@ struct EngineOptions {
   double min_round_ms = 0;   // pacing: a round lasts at least this long (demos, tests)
   double publish_ms = 100;   // the least time between two published rounds
   double idle_publish_ms = 500;
+  double parked_poll_ms = 20;  // a round in which nobody ran waits this long (or for a change)
   sched::SchedulerConfig scheduler;
 };
 
@@ -90,6 +91,7 @@ class Engine {
   std::vector<std::shared_ptr<Job>> pending_;
   std::atomic<int64_t> live_{0};  // jobs whose stream has not ended (Job decrements)
   bool stopping_ = false;
+  bool budget_changed_ = false;  // a client set the budget since the last round
   std::string stop_reason_;
   std::vector<double> need_mib_;  // per rung: weights + every admitted tenant's own (last round)
   double last_budget_mib_;

@@ -71,14 +71,7 @@ void send_json(httplib::Response& res, const json& j, int status = 200) {
 }
 
 json parse_body(const httplib::Request& req) {
-  if (req.body.empty())
-    throw ApiError(400, "the request has no body (a JSON object)", "", "invalid_json");
-  try {
-    return json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
-                   "invalid_json");
-  }
+  return parse_request_body(req.body);
 }
 
 // Equal keys in time independent of where they differ: both are hashed, the digests compared
@@ -211,7 +204,7 @@ struct Server::Impl {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, p, job](size_t, httplib::DataSink& sink) {
+        [p, job](size_t, httplib::DataSink& sink) {
           CompletionSummary s;
           const bool ok = stream_completion(
               *p, *job, [&](std::string_view t) { return sink.write(t.data(), t.size()); }, &s);
@@ -244,7 +237,7 @@ struct Server::Impl {
 
   template <class F>
   auto guarded(F f) {
-    return [this, f](const httplib::Request& req, httplib::Response& res) {
+    return [f](const httplib::Request& req, httplib::Response& res) {
       try {
         f(req, res);
       } catch (const ApiError& e) {

@@ -188,6 +188,17 @@ void read_molt(const json& body, CompletionRequest& r) {
 
 }  // namespace
 
+json parse_request_body(const std::string& body) {
+  if (body.empty())
+    throw ApiError(400, "the request has no body (a JSON object)", "", "invalid_json");
+  try {
+    return json::parse(body);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
+                   "invalid_json");
+  }
+}
+
 CompletionRequest parse_completion_request(const json& body, bool chat) {
   if (!body.is_object())
     throw ApiError(400, fmt::format("the body must be a JSON object (got {})", body.type_name()));

@@ -33,6 +33,10 @@ struct CompletionRequest {
   std::optional<Policy> policy;  // the server's default when absent
 };
 
+// A POST body as JSON. Throws ApiError (400, invalid_json) when it is empty or not JSON,
+// including a number no double holds (1e400).
+nlohmann::json parse_request_body(const std::string& body);
+
 // `chat` selects the endpoint's schema. Throws ApiError (400).
 CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat);
 

@@ -224,9 +224,49 @@ def seeds_options():
         "transfer": {"recompute_layers": 0, "anchors": 0}}))
 
 
+def seeds_server():
+    """OpenAI request bodies of molt serve (/v1/chat/completions and /v1/completions)."""
+    h = "server_request"
+    user = {"role": "user", "content": "Say hi."}
+    put(h, "chat-minimal.json", dumps({"messages": [user]}))
+    put(h, "chat-full.json", dumps({
+        "model": "tiny-ladder", "messages": [{"role": "developer", "content": "Be brief."},
+                                            user, {"role": "assistant", "content": "Hi."},
+                                            {"role": "user", "content": "Again"}],
+        "max_completion_tokens": 8, "temperature": 0.7, "top_p": 0.9, "seed": 7,
+        "presence_penalty": 0.5, "frequency_penalty": -0.5, "n": 1, "stop": ["\n\n", "END"],
+        "stream": True, "stream_options": {"include_usage": True},
+        "molt": {"priority": "background", "policy": "heal"}}))
+    put(h, "chat-content-parts.json", dumps({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}], "max_tokens": 4,
+        "molt": {"priority": "foreground", "policy": "auto"}}))
+    put(h, "chat-image-part.json", dumps({"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}))
+    put(h, "chat-nulls.json", dumps({"messages": [{"role": "system", "content": None}, user],
+                                     "max_tokens": None, "temperature": None, "stop": None,
+                                     "stream_options": None, "molt": None}))
+    put(h, "chat-bad-types.json", dumps({"messages": [{"role": "wizard", "content": 5}],
+                                         "max_tokens": "10", "stop": [1, 2], "n": 2}))
+    put(h, "completion-text.json", dumps({"model": "tiny-ladder", "prompt": "Once upon a time",
+                                          "max_tokens": 16, "echo": True, "stop": "."}))
+    put(h, "completion-one-string.json", dumps({"prompt": ["The cat"], "seed": -1,
+                                                "molt": {"policy": "release-reprefill"}}))
+    put(h, "completion-ids.json", dumps({"prompt": [1, 2, 3, 4095], "max_tokens": 3,
+                                         "echo": True, "temperature": 0, "top_p": 1,
+                                         "molt": {"policy": "reprefill"}}))
+    put(h, "completion-bad-ids.json", dumps({"prompt": [-1, 2147483648, 1.5], "stop": ["", "x"]}))
+    put(h, "completion-limits.json", dumps({"model": "l", "prompt": "x" * 200,
+                                            "max_tokens": 100000, "top_p": 0,
+                                            "molt": {"policy": "hold", "priority": "urgent"}}))
+    put(h, "wrong-shapes.json", dumps({"model": 7, "messages": {}, "prompt": [],
+                                       "stream_options": [], "molt": "fast"}))
+    put(h, "not-an-object.json", dumps(["messages"]))
+    put(h, "broken.json", '{"messages": [{"role": "user", "content": "hi"')
+
+
 if __name__ == "__main__":
     for f in (seeds_safetensors, seeds_index, seeds_configs, seeds_tokenizers, seeds_chat,
-              seeds_ladder_traces, seeds_maps, seeds_options):
+              seeds_ladder_traces, seeds_maps, seeds_options, seeds_server):
         f()
     for d in sorted(OUT.iterdir()):
         print(f"{d.name}: {len(list(d.iterdir()))} seeds")

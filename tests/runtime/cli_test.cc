@@ -192,11 +192,15 @@ TEST(Cli, LadderShowAndBenchSwitch) {
                " --from l --to m --contexts 64 --repeat 1 --threads 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto cells = json_lines(r.output);
-  ASSERT_EQ(cells.size(), 3u);
-  EXPECT_EQ(cells[0]["policy"], "molt");
-  EXPECT_GT(cells[0]["flops_saved"].get<double>(), 0.0);
-  EXPECT_EQ(cells[1]["policy"], "reprefill");
-  EXPECT_EQ(cells[2]["policy"], "release-reprefill");
+  ASSERT_EQ(cells.size(), 4u);
+  // First the provenance: the SHA-256 of every file measured on (the map's among them).
+  EXPECT_EQ(cells[0]["event"], "provenance");
+  EXPECT_EQ(cells[0]["sha256"]["maps/l-m/map.safetensors"].get<std::string>().size(), 64u)
+      << cells[0];
+  EXPECT_EQ(cells[1]["policy"], "molt");
+  EXPECT_GT(cells[1]["flops_saved"].get<double>(), 0.0);
+  EXPECT_EQ(cells[2]["policy"], "reprefill");
+  EXPECT_EQ(cells[3]["policy"], "release-reprefill");
 }
 
 }  // namespace
