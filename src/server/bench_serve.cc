@@ -195,7 +195,10 @@ json run_serve_bench(const ServeBenchOptions& o) {
   if (o.progress) fmt::print(stderr, "\n");
   const double elapsed = seconds_since(t0);
   const std::string metrics = control.Get("/metrics")->body;
-  const double end_rss = to_mib(read_process_memory().rss_bytes);
+  // The last sample under load ends the drift; once the clients stop, the caches are gone and
+  // RSS falls (reported apart).
+  const double end_rss = rss.empty() ? rss0 : rss.back()["rss_mib"].get<double>();
+  const double after_stop = to_mib(read_process_memory().rss_bytes);
   server.stop();
   serving.join();
 
@@ -222,6 +225,7 @@ json run_serve_bench(const ServeBenchOptions& o) {
   r["rss_mib"] = {{"start", rss0},
                   {"minute_1", std::isnan(minute_1) ? json(nullptr) : json(minute_1)},
                   {"end", end_rss},
+                  {"after_stop", after_stop},
                   {"samples", rss}};
   r["rss_drift"] = (end_rss - base) / base;
   r["rss_drift_from"] = std::isnan(minute_1) ? "first sample" : "minute 1";
@@ -237,7 +241,8 @@ std::string serve_bench_table(const json& r) {
       "  errors        {}\n"
       "  migrations    {} (over {} scheduler rounds; killed {})\n"
       "  max overshoot {:.2f} MiB\n"
-      "  RSS           {:.1f} MiB at start, {:.1f} at the end: drift {:+.2f}% (from {})\n",
+      "  RSS           {:.1f} MiB at start, {:.1f} at the end under load: drift {:+.2f}% (from "
+      "{})\n",
       r["streams"].get<int>(), r["seconds"].get<double>(), r["cut_to"].get<std::string>(),
       r["requests"].get<int64_t>(), r["req_s"].get<double>(), r["tokens"].get<int64_t>(),
       r["tok_s"].get<double>(), r["ttft_ms"]["p50"].get<double>(),

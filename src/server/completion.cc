@@ -233,9 +233,8 @@ bool stream_completion(const PreparedCompletion& p, Job& job,
         out->status = e->status;
         out->tokens = tokens;
         out->finish_reason = "error";
-        const char* type = e->status == 503 ? "server_error" : "server_error";
         const std::string code = e->status == 503 ? "unavailable" : "internal_error";
-        if (!write(sse(error_json(e->error, type, "", code)))) return gone();
+        if (!write(sse(error_json(e->error, "server_error", "", code)))) return gone();
         return write("data: [DONE]\n\n");
       }
     }
