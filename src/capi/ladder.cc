@@ -1,5 +1,6 @@
 // C API: errors, options, ladders and their budget.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -16,7 +17,9 @@ namespace {
 
 thread_local std::string t_error;
 
-Policy policy_of(molt_policy p) {
+// The raw value a C caller stored: loading an out-of-range enum as molt_policy is undefined in
+// C++, so the field is read as the int it is and checked before it becomes one.
+Policy policy_of(int p) {
   switch (p) {
     case MOLT_POLICY_HOLD:
       return Policy::kHold;
@@ -33,7 +36,7 @@ Policy policy_of(molt_policy p) {
     case MOLT_POLICY_AUTO:
       return Policy::kAuto;
   }
-  refuse(MOLT_ERR_OPTIONS, "options.policy: {} is not a molt_policy", static_cast<int>(p));
+  refuse(MOLT_ERR_OPTIONS, "options.policy: {} is not a molt_policy", p);
 }
 
 }  // namespace
@@ -71,7 +74,10 @@ std::shared_ptr<BudgetSource> LadderBudget::current() const {
 SessionOptions session_options(const molt_options* options) {
   const molt_options o = options != nullptr ? *options : molt_default_options();
   SessionOptions s;
-  s.policy = policy_of(o.policy);
+  int policy = 0;
+  static_assert(sizeof policy == sizeof o.policy);
+  std::memcpy(&policy, &o.policy, sizeof policy);
+  s.policy = policy_of(policy);
   s.max_tokens = o.max_tokens;
   s.sampling.temperature = o.temperature;
   s.sampling.top_p = o.top_p;

@@ -21,8 +21,11 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<AddedToken>& tokens) : to
   }
   if (distinct != 1) only_first_byte_ = -1;
   for (auto& list : by_first_byte_) {
-    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
-      return tokens_[a].content.size() > tokens_[b].content.size();
+    // Longest first, ties in list order (a total order, so std::sort is stable here; GCC 12's
+    // std::stable_sort returns its buffer with free(), which ASan reports as a mismatch).
+    std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
+      const size_t la = tokens_[a].content.size(), lb = tokens_[b].content.size();
+      return la != lb ? la > lb : a < b;
     });
   }
 }
