@@ -44,6 +44,16 @@ for n in "${harnesses[@]}"; do
   artifacts=$build/artifacts/$n
   mkdir -p "$corpus" "$artifacts" "$build/dict"
   cp -rn "$src/corpus/$n/." "$corpus/"  # the committed seeds stay as they are
+  # Seeds from the real Qwen2.5 reference data, read from ../shared at run time (it is never
+  # copied into the repository).
+  qwen=../shared/data/qwen2.5
+  if [[ -d $qwen ]]; then
+    case $n in
+      hf_config) cp -n "$qwen"/configs/*.json "$corpus/" ;;
+      tiktoken) head -n 2500 "$qwen/qwen.tiktoken" >"$corpus/qwen-first-2500.tiktoken" ;;
+      vocab_merges) head -n 2001 "$qwen/merges.txt" >"$corpus/qwen-merges-first-2000.txt" ;;
+    esac
+  fi
   [[ -n ${dict[$n]:-} ]] || { echo "fuzz: no dictionary for $n (add it to scripts/fuzz.sh)" >&2; exit 1; }
   d=$build/dict/$n.dict
   cat "$src/dict/json.dict" "$src/dict/${dict[$n]}.dict" >"$d"

@@ -84,8 +84,7 @@ def seeds_configs():
         put("hf_config", f"tiny-{rung}.json", (TINY / rung / "config.json").read_bytes())
         put("generation_config", f"tiny-{rung}.json",
             (TINY / rung / "generation_config.json").read_bytes())
-    for cfg in sorted((QWEN / "configs").glob("*.json")):
-        put("hf_config", cfg.name, cfg.read_bytes())
+    # The real Qwen2.5 configs are added by scripts/fuzz.sh at run time (never copied here).
     q = json.loads((TINY / "s/config.json").read_text())
     q["quantization"] = {"group_size": 64, "bits": 4, "model.layers.0.mlp.down_proj": False,
                          "model.layers.1.self_attn.q_proj": {"group_size": 32, "bits": 8}}
@@ -129,10 +128,10 @@ def seeds_tokenizers():
     put("vocab_merges", "tiny-500.txt",
         json.dumps(j["model"]["vocab"], ensure_ascii=False) + "\n--merges.txt--\n" + merges)
     lines = (QWEN / "merges.txt").read_text(encoding="utf-8").splitlines(keepends=True)
-    put("vocab_merges", "qwen-merges-first-2000.txt", "".join(lines[:2001]))
+    # scripts/fuzz.sh adds the head of ../shared's merges.txt at run time (never copied here).
 
     ranks = (QWEN / "qwen.tiktoken").read_bytes().splitlines(keepends=True)
-    put("tiktoken", "qwen-first-2500.tiktoken", b"".join(ranks[:2500]))
+    # scripts/fuzz.sh adds the head of ../shared's qwen.tiktoken at run time (never copied here).
     # A tiny rank file of its own: the 256 bytes, then merges of them.
     toks = [bytes([b]) for b in range(256)] + [b"he", b"ll", b"hell", b"hello", b" w", b" wo"]
     put("tiktoken", "bytes-plus-6.tiktoken", "".join(
