@@ -195,8 +195,7 @@ void Engine::one_round() {
     last_accounted_mib_ = rec.accounted_mib;
   }
   if (ms_between(last_publish_, Clock::now()) >= o_.publish_ms || sched_->done()) publish(&rec);
-  metrics_.round(rec.budget_mib, rec.accounted_mib, to_mib(read_process_memory().rss_bytes),
-                 states);
+  metrics_.round(rec.budget_mib, rec.accounted_mib, last_rss_mib_, states);
   // Nobody ran (every tenant suspended or waiting for room): wait for a budget change, a new
   // request or the poll interval instead of spinning.
   const bool ran = std::any_of(
@@ -221,7 +220,8 @@ void Engine::publish(const sched::RoundRecord* rec) {
     j["budget_mib"] = finite_or_null(rec ? rec->budget_mib : last_budget_mib_);
     j["accounted_mib"] = rec ? rec->accounted_mib : last_accounted_mib_;
   }
-  j["rss_mib"] = to_mib(read_process_memory().rss_bytes);
+  last_rss_mib_ = to_mib(read_process_memory().rss_bytes);  // read here, not every round
+  j["rss_mib"] = last_rss_mib_;
   j["lever"] = sched::lever_name(rec ? rec->lever : sched::Lever::kNone);
   j["source"] = budget_.describe();
   json tenants = json::array();

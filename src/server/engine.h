@@ -97,6 +97,7 @@ class Engine {
   double last_budget_mib_;
   double last_accounted_mib_ = 0;
 
+  double last_rss_mib_ = 0;  // engine thread: RSS at the last publish (≤ ~10 reads a second)
   std::chrono::steady_clock::time_point t0_, last_publish_;
   std::thread thread_;
 };
