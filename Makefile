@@ -1,6 +1,7 @@
 # The Makefile only wraps CMake presets (CMakePresets.json) and the dependency script.
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?=
 MOLT := build/molt
 
 .PHONY: all deps build test demo debug asan asan-test tsan-test bench format format-check tidy clean tiny-ladder fuzz
@@ -49,9 +50,10 @@ tidy: build
 	git ls-files 'src/*.cc' 'apps/*.cc' | xargs -P $$(nproc) -n 4 clang-tidy -p build --quiet \
 	  --extra-arg=-Wno-unknown-warning-option --warnings-as-errors='*'
 
-# libFuzzer harnesses (tests/fuzz) under ASan + UBSan, each for FUZZ_SECONDS on its corpus.
+# libFuzzer harnesses (tests/fuzz) under ASan + UBSan, each for FUZZ_SECONDS on its corpus (or until
+# FUZZ_RUNS executions, whichever comes first).
 fuzz:
-	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) JOBS=$(JOBS) scripts/fuzz.sh
 
 tiny-ladder: build
 	tools/tiny-ladder/build.sh

@@ -3,11 +3,15 @@
 # for FUZZ_SECONDS (default 30) on a copy of its seed corpus, after replaying the committed
 # regression inputs. Fails when any harness finds a crash, leak, UB, timeout or out-of-memory.
 #   scripts/fuzz.sh [harness...]      (default: every tests/fuzz/*_fuzz.cc)
+#   FUZZ_RUNS=1000000 FUZZ_SECONDS=1800 scripts/fuzz.sh   # a campaign: each harness stops at
+#                                     # FUZZ_RUNS executions or FUZZ_SECONDS, whichever is first
 # Findings land in build-fuzz/artifacts/<harness>/; see README "Fuzzing" for what to do next.
+# The run's table (executions, corpus, edges covered, CPU seconds) goes to build-fuzz/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-30}
+runs=${FUZZ_RUNS:--1}  # -1: no cap on executions
 jobs=${JOBS:-$(nproc)}
 build=build-fuzz
 src=tests/fuzz
@@ -37,6 +41,23 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
+summary=$build/summary.md
+mkdir -p "$build"
+{
+  echo "| harness | executions | exec/s | corpus (files) | edges (cov) | features (ft) | CPU s | result |"
+  echo "|---|---|---|---|---|---|---|---|"
+} >"$summary"
+# row NAME LOG RESULT: a table row from libFuzzer's final statistics and its last status line.
+row() {
+  local execs rate cov ft corp cpu
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$2" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$2" | tail -1)
+  cov=$(grep -oE 'cov: [0-9]+' "$2" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -oE 'ft: [0-9]+' "$2" | tail -1 | cut -d' ' -f2)
+  corp=$(find "$build/corpus/$1" -type f | wc -l)
+  cpu=$(sed -n 's/^cpu_seconds: *//p' "$2" | tail -1)
+  echo "| $1 | ${execs:-?} | ${rate:-?} | $corp | ${cov:-?} | ${ft:-?} | ${cpu:-?} | $3 |" >>"$summary"
+}
 for n in "${harnesses[@]}"; do
   exe=$build/tests/fuzz/${n}_fuzz
   [[ -x $exe ]] || { echo "fuzz: no harness $exe" >&2; exit 1; }
@@ -66,21 +87,27 @@ for n in "${harnesses[@]}"; do
       continue
     fi
   fi
-  echo "fuzz: $n for ${seconds}s"
-  if nice -n 10 "$exe" "$corpus" -dict="$d" -max_total_time="$seconds" -timeout=10 \
-      -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/" >"$build/$n.log" 2>&1; then
+  echo "fuzz: $n for ${seconds}s${FUZZ_RUNS:+ or $runs runs}"
+  rc=0
+  { TIMEFORMAT='cpu_seconds: %U'; time nice -n "${FUZZ_NICE:-10}" "$exe" "$corpus" -dict="$d" \
+      -max_total_time="$seconds" -runs="$runs" -timeout=10 -rss_limit_mb=2048 \
+      -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+      >"$build/$n.log" 2>&1; } 2>>"$build/$n.log" || rc=$?
+  if [[ $rc -eq 0 ]]; then
     grep -E "^stat::(number_of_executed_units|average_exec_per_sec)" "$build/$n.log" |
       sed "s/^/  /"
+    row "$n" "$build/$n.log" clean
   else
+    row "$n" "$build/$n.log" "FOUND A PROBLEM"
     echo "fuzz: $n FOUND A PROBLEM (log $build/$n.log, input in $artifacts/):"
     grep -E "ERROR|SUMMARY|runtime error|uncaught|property failed" "$build/$n.log" | head -5 |
       sed "s/^/  /"
     failed+=("$n")
   fi
 done
+cat "$summary"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzz: findings in ${failed[*]}"
   exit 1
 fi
-echo "fuzz: ${#harnesses[@]} harness(es), ${seconds}s each: nothing found"
+echo "fuzz: ${#harnesses[@]} harness(es), ${seconds}s${FUZZ_RUNS:+ or $runs runs} each: nothing found"

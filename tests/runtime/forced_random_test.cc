@@ -14,8 +14,9 @@
 // The reference is computed independently: a fresh prefill of the history on a separately loaded
 // copy of the receiver, then greedy decode of the generation's own tokens.
 //
-// Seeds: MOLT_FORCED_SEEDS (default 40) per policy, from MOLT_FORCED_FIRST (0); MOLT_FORCED_P
-// overrides p (0.15). A failure stops at its seed and names it, with the moves that led there.
+// Seeds: MOLT_FORCED_SEEDS per policy (default 100: 500 generations over the five policies), from
+// MOLT_FORCED_FIRST (0); MOLT_FORCED_P overrides p (0.15). A failure stops at its seed and names
+// it, with the moves that led there.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -352,7 +353,7 @@ TEST_P(ForcedRandom, StreamsStayContiguousAndReReadsStayNative) {
   Fixture& f = fixture();
   if (!f.skip.empty()) GTEST_SKIP() << f.skip;
   const Policy policy = GetParam();
-  const int64_t seeds = env_int("MOLT_FORCED_SEEDS", 40), first = env_int("MOLT_FORCED_FIRST", 0);
+  const int64_t seeds = env_int("MOLT_FORCED_SEEDS", 100), first = env_int("MOLT_FORCED_FIRST", 0);
   const double p = env_double("MOLT_FORCED_P", 0.15);
   Tally t;
   const auto t0 = std::chrono::steady_clock::now();
