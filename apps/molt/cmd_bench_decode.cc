@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "command.h"
+#include "molt/bench/performance_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/bandwidth.h"
 #include "molt/kernels/threads.h"
@@ -239,6 +240,16 @@ void run(const BenchDecodeArgs& a) {
       {"weight_dtype", std::string(dtype_name(q0.dtype))},
       {"weight_bits", q0.quantized() ? q0.bits : 8 * static_cast<int>(dtype_size(q0.dtype))},
       {"group_size", q0.group_size},
+      {"prefill_s", prefill_s},
+      // What the FLOP count is of, so a recorded figure can be recounted (performance_trace_test).
+      {"config",
+       {{"hidden_size", c.hidden_size},
+        {"intermediate_size", c.intermediate_size},
+        {"num_hidden_layers", c.num_hidden_layers},
+        {"num_attention_heads", c.num_attention_heads},
+        {"num_key_value_heads", c.num_key_value_heads},
+        {"head_dim", c.head_dim},
+        {"vocab_size", c.vocab_size}}},
       {"prefill_flops", flops.total()},
       {"prefill_flops_linear", flops.linear},
       {"prefill_flops_attention", flops.attention},
@@ -249,6 +260,7 @@ void run(const BenchDecodeArgs& a) {
     j["bound_tok_s"] = triad * 1e9 / bytes;
     j["x_bound"] = x_bound;
     j["triad_best_gb_s"] = triad_best;
+    j["triad_pass_bytes"] = probe->bytes_per_pass();
     j["x_bound_best_triad"] = decode_tok_s * bytes / 1e9 / triad_best;
     j["rounds"] = nlohmann::json::array();
     for (size_t r = 0; r < round_ratio.size(); ++r) {
@@ -276,6 +288,8 @@ void run(const BenchDecodeArgs& a) {
     }
   }
   if (a.json) {
+    // The files measured on, checksummed after the timing (reading them takes seconds at 1.5B).
+    j["sha256"] = checkpoint_sha256(a.model);
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("prefill  {:8.1f} tok/s  ({} tokens)\n", prefill_tok_s, a.prompt_tokens);
