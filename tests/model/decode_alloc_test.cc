@@ -37,6 +37,12 @@ void* operator new(std::size_t n) {
 void* operator new(std::size_t n, std::align_val_t a) {
   return counted_alloc(n, static_cast<std::size_t>(a));
 }
+// GCC at -O1 (the ASan preset) inlines these into gtest's `new TestClass` and takes the
+// replaced pair for a mismatch; both sides are malloc/free here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void operator delete(void* p) noexcept {
   std::free(p);
 }
@@ -49,6 +55,9 @@ void operator delete(void* p, std::align_val_t) noexcept {
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
   std::free(p);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace molt {
 namespace {
