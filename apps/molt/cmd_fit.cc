@@ -127,10 +127,20 @@ void run_fit(const FitArgs& a) {
       "statistics: {} training + {} held-out windows of {} tokens ({} + {} rows) in {:.1f} s\n",
       st.train.sequences, st.heldout.sequences, o.seq_len, st.train.k.n, st.heldout.k.n, secs);
   const std::filesystem::path out = a.out;
-  std::filesystem::create_directories(out);
   if (o.shard_count > 1 || a.keep_stats) {
+    // The statistics are a file of their own, written whole or not at all, before the solve
+    // (the shards of one fit share a folder and may run at once; kept statistics outlive a
+    // failed solve). The map then replaces its two files and keeps them.
+    const bool fresh = !std::filesystem::exists(out);
+    std::filesystem::create_directories(out);
     const std::filesystem::path f = out / stats_name(o.shard_index, o.shard_count);
-    st.save(f);
+    try {
+      st.save(f);
+    } catch (const Error&) {
+      std::error_code ec;
+      if (fresh) std::filesystem::remove(out, ec);  // still empty: leave no trace
+      throw;
+    }
     fmt::print("wrote {}\n", f.string());
     if (o.shard_count > 1) {
       fmt::print("when all {} shards are in {}, run: molt fit merge {}\n", o.shard_count,

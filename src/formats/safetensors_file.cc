@@ -213,7 +213,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
     fail("{}: file is {} bytes, shorter than the 8-byte safetensors header length", file, size);
   }
   void* map = map_huge_aligned(fd, size);
-  if (map == MAP_FAILED) fail("{}: mmap failed: {}", file, std::strerror(errno));
+  if (map == MAP_FAILED) {
+    fail("{}: mmap failed ({:.1f} MiB): {}", file, static_cast<double>(size) / (1 << 20),
+         std::strerror(errno));
+  }
   MapGuard guard{map, size};
   const char* base = static_cast<const char*>(map);
 

@@ -1,12 +1,10 @@
 // Writing .safetensors files, single or sharded with a Hugging Face index.
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "molt/common/error.h"
+#include "molt/formats/atomic_file.h"
 #include "molt/formats/safetensors.h"
 
 namespace molt {
@@ -55,18 +53,10 @@ std::vector<const TensorToWrite*> in_file_order(const std::vector<TensorToWrite>
   return v;
 }
 
-void write_all(FILE* f, const std::string& file, const void* p, size_t n) {
-  if (n != 0 && std::fwrite(p, 1, n, f) != n) {
-    fail("{}: write failed: {}", file, std::strerror(errno));
-  }
-}
-
-// Writes to a sibling temporary and renames, so a crash never leaves a half-written file behind
-// under the real name.
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::vector<const TensorToWrite*>& order,
-                           const std::map<std::string, std::string>& metadata) {
-  const std::string file = path.string();
+// Through an AtomicFile: a failure never leaves a half-written file under the real name.
+void write_one_file(const std::filesystem::path& path,
+                    const std::vector<const TensorToWrite*>& order,
+                    const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<size_t> offsets;
@@ -81,34 +71,18 @@ void write_file_atomically(const std::filesystem::path& path,
   std::string text = header.dump();
   text.resize(align_up(text.size()), ' ');  // keeps the data block 8-byte aligned in the file
 
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) fail("{}: cannot create: {}", tmp.string(), std::strerror(errno));
-  try {
-    uint64_t n = text.size();
-    write_all(f, file, &n, 8);
-    write_all(f, file, text.data(), text.size());
-    static const char zeros[kAlign] = {};
-    size_t at = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      write_all(f, file, zeros, offsets[i] - at);
-      write_all(f, file, order[i]->bytes.data(), order[i]->bytes.size());
-      at = offsets[i] + order[i]->bytes.size();
-    }
-    if (std::fclose(f) != 0) {
-      f = nullptr;
-      fail("{}: close failed: {}", file, std::strerror(errno));
-    }
-    f = nullptr;
-  } catch (...) {
-    if (f != nullptr) std::fclose(f);
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
+  AtomicFile f(path);
+  const uint64_t n = text.size();
+  f.write(&n, 8);
+  f.write(text);
+  static const char zeros[kAlign] = {};
+  size_t at = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    f.write(zeros, offsets[i] - at);
+    f.write(order[i]->bytes.data(), order[i]->bytes.size());
+    at = offsets[i] + order[i]->bytes.size();
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail("{}: cannot rename from {}: {}", file, tmp.string(), ec.message());
+  f.commit();
 }
 
 }  // namespace
@@ -116,7 +90,7 @@ void write_file_atomically(const std::filesystem::path& path,
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   check_tensors(path, tensors);
-  write_file_atomically(path, in_file_order(tensors), metadata);
+  write_one_file(path, in_file_order(tensors), metadata);
 }
 
 void write_safetensors_sharded(const std::filesystem::path& dir,
@@ -144,27 +118,18 @@ void write_safetensors_sharded(const std::filesystem::path& dir,
   const auto index_path = dir / "model.safetensors.index.json";
   std::error_code ec;
   if (shards.size() == 1) {
-    write_file_atomically(dir / "model.safetensors", shards[0], metadata);
+    write_one_file(dir / "model.safetensors", shards[0], metadata);
     std::filesystem::remove(index_path, ec);  // a stale index would win over the new file
     return;
   }
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-    write_file_atomically(dir / name, shards[i], metadata);
+    write_one_file(dir / name, shards[i], metadata);
     for (const auto* t : shards[i]) weight_map[t->name] = name;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  const std::string file = index_path.string();
-  const std::filesystem::path tmp = file + ".tmp";
-  std::string text = index.dump(2) + "\n";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) fail("{}: cannot create: {}", tmp.string(), std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) fail("{}: write failed: {}", file, std::strerror(errno));
-  std::filesystem::rename(tmp, index_path, ec);
-  if (ec) fail("{}: cannot rename from {}: {}", file, tmp.string(), ec.message());
+  write_file_atomically(index_path, index.dump(2) + "\n");
   std::filesystem::remove(dir / "model.safetensors", ec);  // the index wins anyway; avoid confusion
 }
 

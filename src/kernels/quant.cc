@@ -126,14 +126,17 @@ QuantizedMatrix quantize_affine(const WeightMatrix& w, int bits, int64_t group_s
   q.biases.resize(q.scales.size());
   const float n_bins = static_cast<float>((1 << bits) - 1), eps = 1e-7f;
   auto* out = reinterpret_cast<uint32_t*>(q.data.data());
+  // Each thread's row, allocated here: a std::bad_alloc must not be thrown inside the parallel
+  // region (it would end the process instead of reaching the caller).
+  std::vector<float> rows(static_cast<size_t>(omp_get_max_threads() * w.cols));
 #pragma omp parallel
   {
-    std::vector<float> row(static_cast<size_t>(w.cols));
+    float* row = rows.data() + omp_get_thread_num() * w.cols;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
-      dequantize_row(w, r, row.data());
+      dequantize_row(w, r, row);
       for (int64_t g = 0; g < ng; ++g) {
-        const float* v = row.data() + g * group_size;
+        const float* v = row + g * group_size;
         float w_min = std::numeric_limits<float>::infinity(), w_max = -w_min;
         for (int64_t j = 0; j < group_size; ++j) {
           w_max = std::max(w_max, v[j]);
@@ -178,14 +181,17 @@ QuantizedMatrix quantize_int8(const WeightMatrix& w, int64_t group_size) {
   q.scales.resize(static_cast<size_t>(w.rows * ng) * 4);
   auto* out = reinterpret_cast<int8_t*>(q.data.data());
   auto* sc = reinterpret_cast<float*>(q.scales.data());
+  // Each thread's row, allocated here: a std::bad_alloc must not be thrown inside the parallel
+  // region (it would end the process instead of reaching the caller).
+  std::vector<float> rows(static_cast<size_t>(omp_get_max_threads() * w.cols));
 #pragma omp parallel
   {
-    std::vector<float> row(static_cast<size_t>(w.cols));
+    float* row = rows.data() + omp_get_thread_num() * w.cols;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
-      dequantize_row(w, r, row.data());
+      dequantize_row(w, r, row);
       for (int64_t g = 0; g < ng; ++g) {
-        const float* v = row.data() + g * G;
+        const float* v = row + g * G;
         float amax = 0.0f;
         for (int64_t j = 0; j < G; ++j) amax = std::max(amax, std::abs(v[j]));
         const float s = amax > 0.0f ? amax / 127.0f : 1.0f;

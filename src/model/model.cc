@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "molt/common/error.h"
 #include "molt/kernels/attention.h"
@@ -214,7 +215,10 @@ const char* precision_name(Precision p) {
   }
 }
 
-std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const LoadOptions& options) {
+// Out of memory (a quantised copy, an f32 vector) becomes an error naming the checkpoint; the
+// half-built model has been destroyed by then, so nothing of it stays mapped or allocated.
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir,
+                                   const LoadOptions& options) try {
   std::unique_ptr<Model> m(new Model());
   m->config_ = load_model_config(dir);
   const ModelConfig& c = m->config_;
@@ -254,6 +258,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir, const LoadO
   if (options.interleave && rows8_preferred()) m->interleave_weights();
   if (c.tie_word_embeddings) w.lm_head = w.embed;
   return m;
+} catch (const std::bad_alloc&) {
+  fail("{}: out of memory while loading the checkpoint{}: an allocation failed", dir.string(),
+       options.precision == Precision::Native
+           ? ""
+           : fmt::format(" (quantising to {} at load)", precision_name(options.precision)));
 }
 
 void Model::quantize_weights(const LoadOptions& o) {

@@ -1,9 +1,10 @@
 #include <deque>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "molt/common/error.h"
+#include "molt/formats/atomic_dir.h"
+#include "molt/formats/atomic_file.h"
 #include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 #include "molt/kernels/quant.h"
@@ -31,33 +32,29 @@ std::span<const std::byte> bytes_of(const std::vector<uint8_t>& v) {
 }
 
 // Writes the checkpoint folder `out`: config.json `cfg`, the other files of `src` (tokenizer,
-// generation_config.json, ...) copied, and `tensors` as (sharded) safetensors.
+// generation_config.json, ...) copied, and `tensors` as (sharded) safetensors. All of it is
+// built beside `out` and swapped in at the end (AtomicDir): a full disk half way leaves no
+// checkpoint that looks complete, and an earlier one at `out` as it was.
 void write_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
                       const nlohmann::json& cfg, const std::vector<TensorToWrite>& tensors,
                       size_t max_shard_bytes, const std::string& format) {
-  std::filesystem::create_directories(out);
-  {
-    std::ofstream f(out / "config.json");
-    f << cfg.dump(2) << "\n";
-    if (!f) fail("{}: write failed", (out / "config.json").string());
-  }
+  AtomicDir dir(out);
+  write_file_atomically(dir / "config.json", cfg.dump(2) + "\n");
   for (const auto& e : std::filesystem::directory_iterator(src)) {
     const std::string fn = e.path().filename().string();
     if (!e.is_regular_file() || fn == "config.json" || ends_with(fn, ".safetensors") ||
         fn == "model.safetensors.index.json") {
       continue;
     }
-    std::filesystem::copy_file(e.path(), out / fn,
-                               std::filesystem::copy_options::overwrite_existing);
+    copy_file_atomically(e.path(), dir / fn);
   }
-  // Remove stale weights of an earlier run so the new ones are the only ones found.
-  for (const auto& e : std::filesystem::directory_iterator(out)) {
-    const std::string fn = e.path().filename().string();
-    if (ends_with(fn, ".safetensors") || fn == "model.safetensors.index.json") {
-      std::filesystem::remove(e.path());
-    }
-  }
-  write_safetensors_sharded(out, tensors, max_shard_bytes, {{"format", format}});
+  write_safetensors_sharded(dir.staging(), tensors, max_shard_bytes, {{"format", format}});
+  // Other files an earlier checkpoint here held stay, as they did; its weights do not (the new
+  // ones must be the only ones found), nor any stale temporary.
+  dir.commit([](const std::string& fn) {
+    return !ends_with(fn, ".safetensors") && fn != "model.safetensors.index.json" &&
+           !ends_with(fn, ".tmp");
+  });
 }
 
 void check_not_source(const std::filesystem::path& src, const std::filesystem::path& out) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "molt/common/error.h"
+#include "molt/formats/atomic_dir.h"
+#include "molt/formats/atomic_file.h"
 #include "molt/formats/hf_config.h"
 #include "molt/formats/safetensors.h"
 #include "molt/model/model.h"
@@ -186,8 +188,8 @@ std::string sha256_file(const std::filesystem::path& path) {
   return hex;
 }
 
-void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
-  std::filesystem::create_directories(dir);
+void write_map_dir(const std::filesystem::path& dir, const MapData& map,
+                   const std::function<void(const std::filesystem::path&)>& beside) {
   const CacheGeometry& gr = map.receiver.geometry;
   const int64_t hd = gr.head_dim, kvr = gr.kv_dim();
   if (static_cast<int64_t>(map.layers.size()) != gr.n_layers) {
@@ -262,14 +264,22 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map) {
   meta["sources"] = nlohmann::json{{"k", src_k}, {"v", src_v}}.dump();
   meta["boundary"] = boundary.dump();
 
-  const std::filesystem::path file = dir / kMapFile;
+  // The map and its index appear together or not at all (a reader never meets an index whose
+  // files are incomplete); within the staging folder the index is still written last.
+  AtomicDir out(dir);
+  const std::filesystem::path file = out / kMapFile;
   write_safetensors(file, tensors, meta);
   const nlohmann::json index = {
       {"format", "molt-map-index"},
       {"format_version", kMapFormatVersion},
       {"files",
        {{kMapFile, {{"sha256", sha256_file(file)}, {"bytes", std::filesystem::file_size(file)}}}}}};
-  std::ofstream(dir / kIndexFile) << index.dump(2) << "\n";
+  write_file_atomically(out / kIndexFile, index.dump(2) + "\n");
+  if (beside) beside(out.staging());
+  // Whatever else the folder held (statistics, reports) stays; stale temporaries do not.
+  out.commit([](const std::string& name) {
+    return !(name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0);
+  });
 }
 
 MapData read_map_dir(const std::filesystem::path& dir) {

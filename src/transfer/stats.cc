@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "molt/common/error.h"
+#include "molt/formats/atomic_file.h"
 
 namespace molt {
 
@@ -220,20 +221,14 @@ void RouteStats::save(const std::filesystem::path& path) const {
                                  {"select_windows", windows},
                                  {"arrays", arrays}};
   const std::string h = header.dump();
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail("{}: cannot write", tmp.string());
-    const uint64_t len = h.size();
-    f.write(kMagic, 8);
-    f.write(reinterpret_cast<const char*>(&len), 8);
-    f.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for_each_array(self, [&](const std::string&, double* p, size_t n) {
-      f.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n * sizeof(double)));
-    });
-    if (!f) fail("{}: write failed (disk full?)", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);
+  AtomicFile f(path);  // a full disk leaves no truncated statistics under the real name
+  const uint64_t len = h.size();
+  f.write(kMagic, 8);
+  f.write(&len, 8);
+  f.write(h);
+  for_each_array(self,
+                 [&](const std::string&, double* p, size_t n) { f.write(p, n * sizeof(double)); });
+  f.commit();
 }
 
 RouteStats RouteStats::load(const std::filesystem::path& path) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -69,8 +70,12 @@ struct MapData {
   nlohmann::json info = nlohmann::json::object();
 };
 
-// Writes map.safetensors and index.json (SHA-256 of every file) into dir (created).
-void write_map_dir(const std::filesystem::path& dir, const MapData& map);
+// Writes map.safetensors and index.json (SHA-256 of every file) into dir (created), as one
+// unit (AtomicDir): on any failure the folder is left as it was; other files in it are kept.
+// `beside`, when given, writes more files into the staging folder (its argument) after the
+// index, so that they appear with the map or not at all.
+void write_map_dir(const std::filesystem::path& dir, const MapData& map,
+                   const std::function<void(const std::filesystem::path&)>& beside = {});
 // Reads and verifies: index.json present and well formed, every listed file's SHA-256,
 // format and version, every tensor present with the shape the metadata implies.
 MapData read_map_dir(const std::filesystem::path& dir);
