@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "floor_cli.h"
 #include "molt/bench/answer.h"
 #include "molt/bench/needles.h"
 #include "molt/common/error.h"
@@ -21,6 +23,8 @@ namespace {
 
 struct NllArgs {
   std::string model, text_file, ids_file;
+  std::string floor_dir;  // a map directory whose receiver is --model, holding a floor
+  FloorFlags floor;
   int64_t context = 512, windows = 0, prefix = 0;
   int threads = 2;
   bool json = false;
@@ -31,8 +35,22 @@ void run_nll(const NllArgs& a) {
     fail("give exactly one of --text-file and --ids-file");
   if (a.prefix > 0 && a.prefix + 2 > a.context)
     fail("--prefix {} leaves nothing to score in a --context {} window", a.prefix, a.context);
+  if (a.prefix == 0) {
+    if (!a.floor_dir.empty()) fail("--floor applies only with --prefix");
+    refuse_floor_flags(a.floor, "without --prefix");
+  }
   set_num_threads(a.threads);
   auto model = Model::load(a.model);
+  // The floor first: a refusal should not wait for the NLL pass.
+  std::optional<TokenFloor> floor;
+  if (a.prefix > 0) {
+    floor =
+        resolve_floor(a.floor, a.floor_dir, a.model, *model, FloorWindows{},
+                      "--prefix shows the token-identity floor, whose means come from "
+                      "calibration text, never from the evaluation windows: pass --floor-corpus "
+                      "FILE, or --floor DIR (a map directory whose receiver is this model, "
+                      "with the floor `molt fit` or `molt fit floor` stored there)");
+  }
   const std::filesystem::path file = a.text_file.empty() ? a.ids_file : a.text_file;
   Corpus corpus = open_corpus(file, !a.ids_file.empty(), a.model, a.model);
   const int64_t vocab = model->config().vocab_size;
@@ -74,7 +92,7 @@ void run_nll(const NllArgs& a) {
   // better from its own cache than from the token-identity cache.
   if (a.prefix > 0) {
     ConditionSet floors;
-    add_floors(floors, *model, windows);
+    add_floors(floors, *model, *floor);
     const TransferEval ev =
         evaluate_transfer(*model, *model, windows, a.prefix, floors.conditions, false);
     nlohmann::json after = {{"prefix", a.prefix},
@@ -83,7 +101,7 @@ void run_nll(const NllArgs& a) {
     for (const ConditionScore& c : ev.conditions) {
       after[c.name == "zero cache" ? "zero_cache_nll" : "token_identity_cache_nll"] = c.nll;
     }
-    after["token_identity_means"] = "over the evaluation windows' own caches";
+    after["token_identity_floor"] = floor->provenance();
     j["after_prefix"] = after;
   }
   if (a.json) {
@@ -198,6 +216,9 @@ const bool registered = register_command([](CLI::App& root) {
                   "also score the tokens after this prefix from the own, token-identity and "
                   "zero caches")
         ->check(CLI::NonNegativeNumber);
+    s->add_option("--floor", a->floor_dir,
+                  "with --prefix: the token-identity floor stored in this map directory");
+    add_floor_flags(s, a->floor);
     s->add_option("--threads", a->threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     s->add_flag("--json", a->json, "one JSON object");

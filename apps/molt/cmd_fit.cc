@@ -1,8 +1,10 @@
 // molt fit: fit a route's KV map in closed form (transfer/fit.h says exactly how).
 //   molt fit --from DIR --to DIR --corpus FILE --out DIR [options]   fit and write the map
+//   (each writes the token-identity floor beside the map too: floor.safetensors)
 //   molt fit ... --shard I/N                                          write partial statistics
 //   molt fit merge DIR                                                sum the shards, solve, write
 //   molt fit report DIR [--json]                                      what a map holds
+//   molt fit floor DIR --to DIR --corpus FILE                         add the floor to a map dir
 #include <fmt/core.h>
 #include <fmt/format.h>
 
@@ -10,9 +12,11 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <optional>
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "floor_cli.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/transfer/fit.h"
@@ -58,12 +62,24 @@ int64_t parse_k(const std::string& k) {
   fail("--k: '{}' is not a positive integer, 'auto' or 'all'", k);
 }
 
-void write_map(const std::filesystem::path& out, const MapData& map) {
-  write_map_dir(out, map);
+// The map and its token-identity floor appear together (write_map_dir's one unit) or not at all.
+void write_map(const std::filesystem::path& out, const MapData& map,
+               const std::optional<TokenFloor>& floor) {
+  write_map_dir(out, map, [&](const std::filesystem::path& staging) {
+    if (floor) write_token_floor(staging, *floor);
+  });
+  if (!floor) {
+    std::error_code ec;  // an older fit's floor, carried over but no longer listed
+    std::filesystem::remove(out / kTokenFloorFile, ec);
+  }
   const auto& r = map.info["residuals"]["total"];
   fmt::print("wrote {} (method {}, k = {}, held-out residual K {:.4f} V {:.4f})\n",
              (out / "map.safetensors").string(), map.method, map.info["k"].dump(),
              r["k"]["rel_rms"].get<double>(), r["v"]["rel_rms"].get<double>());
+  if (floor) {
+    fmt::print("wrote {} (token-identity floor: {})\n", (out / kTokenFloorFile).string(),
+               floor_line(*floor));
+  }
 }
 
 void run_fit(const FitArgs& a) {
@@ -150,7 +166,9 @@ void run_fit(const FitArgs& a) {
   }
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
   map.info["corpus_sha256"] = sha256_file(corpus);
-  write_map(out, map);
+  write_map(
+      out, map,
+      floor_from_fit(st, o, *receiver, map.info["corpus_sha256"].get<std::string>(), out.string()));
 }
 
 void run_merge(const FitArgs& a) {
@@ -191,7 +209,10 @@ void run_merge(const FitArgs& a) {
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
   if (std::filesystem::exists(o.corpus_path))
     map.info["corpus_sha256"] = sha256_file(o.corpus_path);
-  write_map(a.merge_out.empty() ? dir : std::filesystem::path(a.merge_out), map);
+  const std::filesystem::path out = a.merge_out.empty() ? dir : std::filesystem::path(a.merge_out);
+  write_map(out, map,
+            floor_from_fit(st, o, *receiver, map.info.value("corpus_sha256", std::string()),
+                           out.string()));
 }
 
 std::string rung_line(const RungSpec& r) {
@@ -216,6 +237,7 @@ void run_report(const FitArgs& a) {
     for (const LayerMap& L : map.layers) sk.push_back(L.k_sources), sv.push_back(L.v_sources);
     j["sources"] = {{"k", sk}, {"v", sv}};
     j["checksum"] = "verified";
+    j["token_identity_floor"] = floor_report(a.dir);
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -223,6 +245,9 @@ void run_report(const FitArgs& a) {
   fmt::print("map       {} (method {}, SHA-256 verified against index.json)\n", a.dir, map.method);
   fmt::print("sender    {}\n", rung_line(map.sender));
   fmt::print("receiver  {}\n", rung_line(map.receiver));
+  const nlohmann::json stored = floor_report(a.dir);
+  fmt::print("floor     {}\n", stored.is_null() ? "none (molt fit floor adds one)"
+                                                : stored["summary"].get<std::string>());
   if (info.contains("k"))
     fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
   if (info.contains("k_candidates")) {
@@ -342,6 +367,8 @@ const bool registered = register_command([](CLI::App& root) {
   m->add_option("--lambda", a->merge_lambda, "override λ")->check(CLI::NonNegativeNumber);
   m->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   m->callback([a] { run_merge(*a); });
+
+  add_fit_floor_command(f);
 
   CLI::App* r = f->add_subcommand("report", "Print a map's metadata and held-out residuals");
   r->add_option("dir", a->dir, "map directory")->required();

@@ -1,5 +1,6 @@
 // molt transfer eval: how well a map's carried cache serves the receiver (DESIGN.md §6),
-// beside the zero-cache and token-identity-cache floors.
+// beside the zero-cache and token-identity-cache floors (the latter's means from calibration
+// text: the route's stored floor, or --floor-corpus).
 #include <fmt/core.h>
 #include <fmt/format.h>
 
@@ -7,6 +8,7 @@
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "floor_cli.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/transfer/eval.h"
@@ -21,6 +23,7 @@ struct EvalArgs {
   int64_t prefix = 768, continuation = 256, windows = 4;
   std::vector<int> recompute, anchors;
   bool floors = true;
+  FloorFlags floor;
   int threads = 2;
   bool json = false;
 };
@@ -32,6 +35,16 @@ void run(const EvalArgs& a) {
   auto sender = Model::load(a.from);
   auto receiver = Model::load(a.to);
   auto map = CacheMap::load(a.maps, *sender, *receiver);
+  ConditionSet set = transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors);
+  nlohmann::json floor_source;
+  if (a.floors) {
+    const TokenFloor floor =
+        resolve_floor(a.floor, a.maps, a.to, *receiver, FloorWindows::of_map(map->data()));
+    add_floors(set, *receiver, floor);
+    floor_source = floor.provenance();
+  } else {
+    refuse_floor_flags(a.floor, "with --no-floors");
+  }
   const std::filesystem::path file = a.text_file.empty() ? a.ids_file : a.text_file;
   Corpus corpus = open_corpus(file, !a.ids_file.empty(), a.from, a.to);
   const int64_t T = a.prefix + a.continuation;
@@ -52,24 +65,21 @@ void run(const EvalArgs& a) {
     }
   }
 
-  const ConditionSet set =
-      transfer_conditions(*map, *sender, *receiver, a.recompute, a.anchors, a.floors, windows);
   const TransferEval ev = evaluate_transfer(*sender, *receiver, windows, a.prefix, set.conditions,
                                             !a.recompute.empty());
 
-  nlohmann::json j = {
-      {"from", a.from},
-      {"to", a.to},
-      {"maps", a.maps},
-      {"method", map->method()},
-      {"k", map->data().info.value("k", nlohmann::json())},
-      {"windows", ev.windows},
-      {"prefix", ev.prefix},
-      {"scored_tokens", ev.scored_tokens},
-      {"native_nll", ev.native_nll},
-      {"sender_nll", ev.sender_nll},
-      {"native_seam_kl", ev.native_seam_kl},
-      {"token_identity_means", "over the evaluation windows' native receiver caches"}};
+  nlohmann::json j = {{"from", a.from},
+                      {"to", a.to},
+                      {"maps", a.maps},
+                      {"method", map->method()},
+                      {"k", map->data().info.value("k", nlohmann::json())},
+                      {"windows", ev.windows},
+                      {"prefix", ev.prefix},
+                      {"scored_tokens", ev.scored_tokens},
+                      {"native_nll", ev.native_nll},
+                      {"sender_nll", ev.sender_nll},
+                      {"native_seam_kl", ev.native_seam_kl},
+                      {"token_identity_floor", floor_source}};
   nlohmann::json cs = nlohmann::json::array();
   for (const ConditionScore& c : ev.conditions) {
     cs.push_back({{"condition", c.name},
@@ -98,8 +108,12 @@ void run(const EvalArgs& a) {
   }
   fmt::print(
       "\nNLL gap = NLL − native; transfer KL = KL(native ‖ condition) and seam KL = "
-      "KL(sender ‖ condition) at the first position after the switch. Token-identity means "
-      "come from the receiver's own caches of these windows.\n");
+      "KL(sender ‖ condition) at the first position after the switch.\n");
+  if (a.floors) {
+    fmt::print("Token-identity means: {} over {} (calibration text, not these windows).\n",
+               floor_source["file"].is_null() ? "fitted now" : floor_source["file"].dump(),
+               floor_source.value("corpus", std::string("?")));
+  }
 }
 
 const bool registered = register_command([](CLI::App& root) {
@@ -123,6 +137,7 @@ const bool registered = register_command([](CLI::App& root) {
       ->delimiter(',');
   s->add_option("--anchors", a->anchors, "also evaluate map + a anchors (list)")->delimiter(',');
   s->add_flag("!--no-floors", a->floors, "skip the zero and token-identity floors");
+  add_floor_flags(s, a->floor);
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   s->add_flag("--json", a->json, "one JSON object");
   s->callback([a] { run(*a); });

@@ -10,6 +10,7 @@
 
 #include "cmd_transfer_util.h"
 #include "command.h"
+#include "floor_cli.h"
 #include "molt/bench/answer.h"
 #include "molt/bench/needles.h"
 #include "molt/common/error.h"
@@ -23,6 +24,7 @@ struct NeedleArgs {
   int64_t context = 700, count = 30;
   std::vector<int> recompute, anchors;
   bool floors = true;
+  FloorFlags floor;
   int threads = 2;
   bool json = false;
 };
@@ -42,6 +44,17 @@ void run(const NeedleArgs& a) {
   const Model& sender = sender_ladder->rung(0).model();
   const Model& receiver = receiver_ladder->rung(0).model();
   auto map = CacheMap::load(a.maps, sender, receiver);
+  // The floors' means come from calibration text: needle prompts hold the answer.
+  ConditionSet set = transfer_conditions(*map, sender, receiver, a.recompute, a.anchors);
+  nlohmann::json floor_source;
+  if (a.floors) {
+    const TokenFloor floor =
+        resolve_floor(a.floor, a.maps, a.to, receiver, FloorWindows::of_map(map->data()));
+    add_floors(set, receiver, floor);
+    floor_source = floor.provenance();
+  } else {
+    refuse_floor_flags(a.floor, "with --no-floors");
+  }
   auto tok = Tokenizer::load(a.from);
   auto answer = [&](Ladder& l, KVCache cache, const Needle& n) {
     return tok->decode(greedy_answer_from(l, 0, std::move(cache), n.prompt, n.answer_tokens));
@@ -58,11 +71,6 @@ void run(const NeedleArgs& a) {
     needles.push_back(std::move(n));
   }
 
-  std::vector<std::vector<int32_t>> prompts;
-  prompts.reserve(needles.size());
-  for (const Needle& n : needles) prompts.emplace_back(n.prompt.begin(), n.prompt.end() - 1);
-  const ConditionSet set =
-      transfer_conditions(*map, sender, receiver, a.recompute, a.anchors, a.floors, prompts);
   std::vector<std::string> names = {"sender reads the prompt", "receiver reads the prompt"};
   for (const Condition& c : set.conditions) names.push_back(c.name);
   std::vector<int64_t> correct(names.size(), 0);
@@ -100,6 +108,7 @@ void run(const NeedleArgs& a) {
                             {"context", a.context},
                             {"count", needles.size()},
                             {"mean_prompt_tokens", mean_tokens},
+                            {"token_identity_floor", floor_source},
                             {"conditions", rows}};
   if (a.json) {
     fmt::print("{}\n", j.dump());
@@ -130,6 +139,7 @@ const bool registered = register_command([](CLI::App& root) {
       ->delimiter(',');
   s->add_option("--anchors", a->anchors, "also map + a anchors (list)")->delimiter(',');
   s->add_flag("!--no-floors", a->floors, "skip the zero and token-identity floors");
+  add_floor_flags(s, a->floor);
   s->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   s->add_flag("--json", a->json, "one JSON object");
   s->callback([a] { run(*a); });

@@ -5,11 +5,10 @@
 
 namespace molt {
 
-void add_floors(ConditionSet& set, const Model& receiver,
-                const std::vector<std::vector<int32_t>>& windows) {
+void add_floors(ConditionSet& set, const Model& receiver, const TokenFloor& floor) {
   set.conditions.push_back({"zero cache", [](const KVCache& src, std::span<const int32_t>,
                                              KVCache& d) { fill_zero_cache(src.size(), d); }});
-  set.token_identity = std::make_unique<TokenIdentityCache>(receiver, windows);
+  set.token_identity = std::make_unique<TokenIdentityCache>(receiver, floor);
   const TokenIdentityCache* t = set.token_identity.get();
   set.conditions.push_back(
       {"token-identity cache",
@@ -17,8 +16,8 @@ void add_floors(ConditionSet& set, const Model& receiver,
 }
 
 ConditionSet transfer_conditions(const CacheMap& map, const Model& sender, const Model& receiver,
-                                 const std::vector<int>& recompute, const std::vector<int>& anchors,
-                                 bool floors, const std::vector<std::vector<int32_t>>& windows) {
+                                 const std::vector<int>& recompute,
+                                 const std::vector<int>& anchors) {
   ConditionSet set;
   auto with = [&](std::string name, TransferOptions o) {
     const CacheMap* m = &map;
@@ -39,7 +38,6 @@ ConditionSet transfer_conditions(const CacheMap& map, const Model& sender, const
     o.anchors = a;
     with(fmt::format("map + anchors a={}", a), o);
   }
-  if (floors) add_floors(set, receiver, windows);
   return set;
 }
 

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "molt/common/error.h"
-#include "molt/transfer/rope_sandwich.h"
 
 namespace molt {
 namespace {
@@ -61,77 +60,6 @@ void fill_zero_cache(int64_t n, KVCache& dst) {
   for (int64_t l = 0; l < dst.geometry().n_layers; ++l) {
     std::fill_n(dst.k(l).data(), n * kv, 0.0f);
     std::fill_n(dst.v(l).data(), n * kv, 0.0f);
-  }
-}
-
-TokenIdentityCache::TokenIdentityCache(const Model& receiver,
-                                       const std::vector<std::vector<int32_t>>& windows)
-    : g_(receiver.cache_geometry()), rope_(receiver.rope()) {
-  slot_.assign(static_cast<size_t>(receiver.config().vocab_size), -1);
-  int32_t rows = 0;
-  for (const auto& w : windows) {
-    for (int32_t t : w) {
-      if (t < 0 || t >= static_cast<int32_t>(slot_.size())) fail("token id {} out of range", t);
-      if (slot_[t] < 0) slot_[t] = rows++;
-    }
-  }
-  const int64_t kv = g_.kv_dim(), R = rows + 1;  // last row: the mean over all rows
-  std::vector<std::vector<double>> sk(g_.n_layers, std::vector<double>(R * kv, 0.0));
-  std::vector<std::vector<double>> sv(g_.n_layers, std::vector<double>(R * kv, 0.0));
-  std::vector<double> count(static_cast<size_t>(R), 0.0);
-  for (const auto& w : windows) {
-    const int64_t n = static_cast<int64_t>(w.size());
-    KVCache c = receiver.new_cache(n);
-    receiver.forward(w, c, {});
-    for (int64_t l = 0; l < g_.n_layers; ++l) {
-      std::vector<float> k(c.k(l).begin(), c.k(l).begin() + n * kv);
-      unrotate_keys(rope_, k.data(), n, g_.n_kv_heads);
-      const float* v = c.v(l).data();
-      for (int64_t p = 0; p < n; ++p) {
-        for (int64_t row : {static_cast<int64_t>(slot_[w[p]]), R - 1}) {
-          for (int64_t i = 0; i < kv; ++i) {
-            sk[l][row * kv + i] += k[p * kv + i];
-            sv[l][row * kv + i] += v[p * kv + i];
-          }
-        }
-      }
-    }
-    for (int32_t t : w) {
-      count[slot_[t]] += 1;
-      count[R - 1] += 1;
-    }
-  }
-  k_.resize(g_.n_layers);
-  v_.resize(g_.n_layers);
-  for (int64_t l = 0; l < g_.n_layers; ++l) {
-    k_[l].resize(R * kv);
-    v_[l].resize(R * kv);
-    for (int64_t row = 0; row < R; ++row) {
-      const double c = std::max(count[row], 1.0);
-      for (int64_t i = 0; i < kv; ++i) {
-        k_[l][row * kv + i] = static_cast<float>(sk[l][row * kv + i] / c);
-        v_[l][row * kv + i] = static_cast<float>(sv[l][row * kv + i] / c);
-      }
-    }
-  }
-}
-
-void TokenIdentityCache::fill(std::span<const int32_t> tokens, KVCache& dst) const {
-  const int64_t n = static_cast<int64_t>(tokens.size()), kv = g_.kv_dim();
-  const int64_t all = static_cast<int64_t>(k_.empty() ? 0 : k_[0].size() / kv) - 1;
-  dst.set_size(n);
-  const RopeTable rope(rope_, 0, n);
-  for (int64_t l = 0; l < g_.n_layers; ++l) {
-    float* k = dst.k(l).data();
-    float* v = dst.v(l).data();
-    for (int64_t p = 0; p < n; ++p) {
-      const int32_t t = tokens[p];
-      const int64_t row =
-          t >= 0 && t < static_cast<int32_t>(slot_.size()) && slot_[t] >= 0 ? slot_[t] : all;
-      std::copy_n(&k_[l][row * kv], kv, k + p * kv);
-      std::copy_n(&v_[l][row * kv], kv, v + p * kv);
-    }
-    rope.rotate(k, 0, n, g_.n_kv_heads, /*inverse=*/false);
   }
 }
 

@@ -145,6 +145,58 @@ void check_side(const char* side, const RungSpec& in_map, const Model& m,
   }
 }
 
+// dir/index.json, checked to be a molt map index whose names are all files inside the folder.
+nlohmann::json read_index(const std::filesystem::path& dir) {
+  const std::filesystem::path index_path = dir / kIndexFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(index_path, ec)) {
+    fail("{}: missing; a map directory holds map.safetensors and index.json (its checksums)",
+         index_path.string());
+  }
+  nlohmann::json index;
+  try {
+    index = read_json_file(index_path);  // refuses 1e400 and absurd nesting too
+  } catch (const Error& e) {
+    fail("{}: not valid JSON: {}", index_path.string(), e.what());
+  }
+  if (!index.is_object() || !index.contains("format") || index["format"] != "molt-map-index" ||
+      !index.contains("files") || !index["files"].is_object()) {
+    fail("{}: not a molt map index (needs \"format\": \"molt-map-index\" and \"files\")",
+         index_path.string());
+  }
+  for (const auto& [name, entry] : index["files"].items()) {
+    // Only files of the map folder itself: the index must not make us read anything else.
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      fail("{}: lists '{}', which is not a file name inside the map folder", index_path.string(),
+           name);
+    }
+    const std::filesystem::path p = dir / name;
+    if (!std::filesystem::is_regular_file(p, ec))
+      fail("{}: lists {} which is missing", index_path.string(), name);
+    if (!entry.is_object() || !entry.contains("sha256") || !entry["sha256"].is_string()) {
+      fail("{}: entry '{}' has no sha256", index_path.string(), name);
+    }
+  }
+  return index;
+}
+
+// The file's SHA-256, checked against a listed entry of `index`.
+std::string verify_entry(const std::filesystem::path& dir, const nlohmann::json& index,
+                         const std::string& name) {
+  const std::filesystem::path index_path = dir / kIndexFile;
+  if (!index["files"].contains(name)) fail("{}: does not list {}", index_path.string(), name);
+  const std::string have = sha256_file(dir / name),
+                    want = index["files"][name]["sha256"].get<std::string>();
+  if (have != want) {
+    fail(
+        "{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
+        "after fitting",
+        index_path.string(), name, have, want);
+  }
+  return have;
+}
+
 }  // namespace
 
 int64_t LayerMap::k_in() const {
@@ -152,6 +204,10 @@ int64_t LayerMap::k_in() const {
 }
 int64_t LayerMap::v_in() const {
   return static_cast<int64_t>(v_sources.size()) * kv_s;
+}
+
+RungSpec RungSpec::from_json(const nlohmann::json& j, const char* side) {
+  return rung_from_json(j, side);
 }
 
 RungSpec RungSpec::of(const Model& m, const std::string& name) {
@@ -283,47 +339,8 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map,
 }
 
 MapData read_map_dir(const std::filesystem::path& dir) {
-  const std::filesystem::path index_path = dir / kIndexFile, file = dir / kMapFile;
-  std::error_code ec;
-  if (!std::filesystem::exists(index_path, ec)) {
-    fail("{}: missing; a map directory holds map.safetensors and index.json (its checksums)",
-         index_path.string());
-  }
-  nlohmann::json index;
-  try {
-    index = read_json_file(index_path);  // refuses 1e400 and absurd nesting too
-  } catch (const Error& e) {
-    fail("{}: not valid JSON: {}", index_path.string(), e.what());
-  }
-  if (!index.is_object() || !index.contains("format") || index["format"] != "molt-map-index" ||
-      !index.contains("files") || !index["files"].is_object()) {
-    fail("{}: not a molt map index (needs \"format\": \"molt-map-index\" and \"files\")",
-         index_path.string());
-  }
-  if (!index["files"].contains(kMapFile))
-    fail("{}: does not list {}", index_path.string(), kMapFile);
-  for (const auto& [name, entry] : index["files"].items()) {
-    // Only files of the map folder itself: the index must not make us read anything else.
-    if (name.empty() || name == "." || name == ".." ||
-        name.find_first_of(std::string("/\0", 2)) != std::string::npos) {
-      fail("{}: lists '{}', which is not a file name inside the map folder", index_path.string(),
-           name);
-    }
-    const std::filesystem::path p = dir / name;
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(p, ec))
-      fail("{}: lists {} which is missing", index_path.string(), name);
-    if (!entry.contains("sha256") || !entry["sha256"].is_string()) {
-      fail("{}: entry '{}' has no sha256", index_path.string(), name);
-    }
-    const std::string have = sha256_file(p), want = entry["sha256"].get<std::string>();
-    if (have != want) {
-      fail(
-          "{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
-          "after fitting",
-          index_path.string(), name, have, want);
-    }
-  }
+  const std::filesystem::path file = dir / kMapFile;
+  verify_entry(dir, read_index(dir), kMapFile);
 
   auto st = SafetensorsFile::open(file);
   const auto& meta = st->metadata();
@@ -431,6 +448,39 @@ void check_route(const MapData& map, const std::filesystem::path& dir, const Mod
   const std::filesystem::path file = dir / kMapFile;
   check_side("sender", map.sender, sender, file);
   check_side("receiver", map.receiver, receiver, file);
+}
+
+void add_to_map_index(const std::filesystem::path& dir, const std::string& name) {
+  nlohmann::json index = read_index(dir);
+  const std::filesystem::path p = dir / name;
+  index["files"][name] = {{"sha256", sha256_file(p)}, {"bytes", std::filesystem::file_size(p)}};
+  write_file_atomically(dir / kIndexFile, index.dump(2) + "\n");
+}
+
+void add_to_map_dir(const std::filesystem::path& dir, const std::string& name,
+                    const std::function<void(const std::filesystem::path&)>& write) {
+  nlohmann::json index = read_index(dir);
+  AtomicDir out(dir);
+  write(out / name);
+  const std::filesystem::path p = out / name;
+  index["files"][name] = {{"sha256", sha256_file(p)}, {"bytes", std::filesystem::file_size(p)}};
+  write_file_atomically(out / kIndexFile, index.dump(2) + "\n");
+  // The map and everything else are carried over as they are (hard links where possible).
+  out.commit([](const std::string& n) {
+    return !(n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0);
+  });
+}
+
+bool map_index_lists(const std::filesystem::path& dir, const std::string& name) {
+  try {
+    return read_index(dir)["files"].contains(name);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::string verify_map_index_entry(const std::filesystem::path& dir, const std::string& name) {
+  return verify_entry(dir, read_index(dir), name);
 }
 
 MapSummary summarize_map_dir(const std::filesystem::path& dir) {

@@ -11,10 +11,14 @@ namespace {
 using molt::test::run_molt;
 const std::string kS = std::string(MOLT_SOURCE_DIR) + "/models/tiny-ladder/s";
 const std::string kText = std::string(MOLT_SOURCE_DIR) + "/models/tiny-ladder/data/test.txt";
+// Calibration text for the token-identity floor: any text but the evaluation windows.
+const std::string kCalibration = std::string(MOLT_SOURCE_DIR) + "/README.md";
 
 TEST(EvalCli, NllIsFiniteAndOwnCacheBeatsTokenIdentityCache) {
   const auto r = run_molt("eval nll --model " + kS + " --text-file " + kText +
-                          " --context 384 --windows 6 --prefix 256 --threads 1 --json");
+                          " --context 384 --windows 6 --prefix 256 --threads 1 --json "
+                          "--floor-corpus " +
+                          kCalibration + " --floor-windows 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["windows"], 6);
@@ -26,6 +30,8 @@ TEST(EvalCli, NllIsFiniteAndOwnCacheBeatsTokenIdentityCache) {
   // The proof that the ladder uses context beyond token identity (issue: tiny ladder).
   EXPECT_LT(p["own_cache_nll"].get<double>(), p["token_identity_cache_nll"].get<double>());
   EXPECT_LT(p["token_identity_cache_nll"].get<double>(), p["zero_cache_nll"].get<double>() + 0.5);
+  EXPECT_EQ(p["token_identity_floor"]["corpus"], "README.md");
+  EXPECT_EQ(p["token_identity_floor"]["calibration"]["windows"], 2);
 }
 
 TEST(EvalCli, NeedleRunsGeneratedAndFromFile) {
@@ -66,6 +72,14 @@ TEST(EvalCli, BadInputsAreClearErrors) {
   r = run_molt("eval nll --model " + kS + " --text-file " + kText + " --context 64 --prefix 63");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--prefix"), std::string::npos) << r.output;
+  // The floor comes from calibration text or a stored floor, never the evaluation windows.
+  r = run_molt("eval nll --model " + kS + " --text-file " + kText + " --context 384 --prefix 256");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--floor-corpus FILE, or --floor DIR"), std::string::npos) << r.output;
+  r = run_molt("eval nll --model " + kS + " --text-file " + kText + " --floor-corpus " + kText);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--floor-corpus does not apply without --prefix"), std::string::npos)
+      << r.output;
   r = run_molt("eval needle --model " + kS + " --filler /nonexistent.txt");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("/nonexistent.txt"), std::string::npos) << r.output;

@@ -1,10 +1,13 @@
 // The transfer commands end to end on tiny synthetic rungs: molt fit (one run and shards +
-// merge), fit report, transfer eval, bench transfer, and their errors.
+// merge), fit report, fit floor, transfer eval, bench transfer, and their errors.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "molt/transfer/conditions.h"
+#include "molt/transfer/corpus.h"
 #include "molt/transfer/map_file.h"
+#include "molt/transfer/token_floor.h"
 #include "route_fixture.h"
 
 namespace molt {
@@ -45,11 +48,13 @@ TEST_F(CliTransfer, FitReportEvalBench) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("held-out prefix-KV NLL"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("wrote"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("floor.safetensors (token-identity floor: "), std::string::npos)
+      << r.output;
 
   r = test::run_molt("fit report " + path("maps"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* s :
-       {"SHA-256 verified", "λ         0.01", "held-out rows", "boundary r = 1", "floor K"}) {
+  for (const char* s : {"SHA-256 verified", "λ         0.01", "held-out rows", "boundary r = 1",
+                        "floor K", "floor     floor.safetensors: "}) {
     EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
   }
   r = test::run_molt("fit report --json " + path("maps"));
@@ -78,6 +83,13 @@ TEST_F(CliTransfer, FitReportEvalBench) {
   EXPECT_EQ(names,
             (std::vector<std::string>{"map (ridge)", "map + recompute r=1", "map + anchors a=4",
                                       "zero cache", "token-identity cache"}));
+  // The floor's means came from the calibration text `molt fit` read, stored beside the map.
+  const auto& floor = ev["token_identity_floor"];
+  EXPECT_EQ(floor["file"], path("maps") + "/floor.safetensors");
+  EXPECT_EQ(floor["sha256"], sha256_file(*dir_ / "maps" / "floor.safetensors"));
+  EXPECT_EQ(floor["corpus"], "ids.txt");
+  EXPECT_EQ(floor["created_by"], "molt fit");
+  EXPECT_EQ(floor["calibration"]["windows"], 10);
 
   r = test::run_molt("bench transfer" + route() + " --maps " + path("maps") +
                      " --context 48 --threads 1 --repeat 2 --recompute-layers 1 --json");
@@ -86,6 +98,106 @@ TEST_F(CliTransfer, FitReportEvalBench) {
   for (const char* k : {"apply_ms", "reprefill_ms", "ratio", "map_gflop", "reprefill_gflop"}) {
     EXPECT_GT(b[k].get<double>(), 0.0) << k;
   }
+}
+
+// What `transfer eval` shows as the token-identity cache is the stored floor's figure, computed
+// here from the library: a floor taken from the evaluation windows instead differs.
+TEST_F(CliTransfer, TransferEvalScoresTheStoredFloorNotTheWindows) {
+  auto r = test::run_molt(fit_args() + " --k 2 --out " + path("tid"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt("transfer eval" + route() + " --maps " + path("tid") + " --ids-file " +
+                     path("ids.txt") +
+                     " --prefix 40 --continuation 16 --windows 3 --threads 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ev = nlohmann::json::parse(r.output);
+
+  auto big = Model::load(path("big")), small = Model::load(path("small"));
+  auto map = CacheMap::load(path("tid"), *big, *small);
+  auto stream = TokenStream::ids(path("ids.txt"));
+  std::vector<std::vector<int32_t>> windows(3);
+  for (auto& w : windows) ASSERT_TRUE(stream->next_window(56, w));
+  ConditionSet set = transfer_conditions(*map, *big, *small, {}, {});
+  add_floors(set, *small, read_token_floor(*dir_ / "tid"));
+  const TransferEval want = evaluate_transfer(*big, *small, windows, 40, set.conditions, false);
+  ASSERT_EQ(ev["conditions"].size(), want.conditions.size());
+  for (size_t c = 0; c < want.conditions.size(); ++c) {
+    const auto& got = ev["conditions"][c];
+    EXPECT_EQ(got["condition"], want.conditions[c].name);
+    EXPECT_NEAR(got["nll"].get<double>(), want.conditions[c].nll, 1e-9) << got;
+    EXPECT_NEAR(got["transfer_kl"].get<double>(), want.conditions[c].transfer_kl, 1e-9) << got;
+  }
+}
+
+TEST_F(CliTransfer, FitFloorAddsTheFloorToAnOldMapDirectory) {
+  auto r = test::run_molt(fit_args() + " --k 2 --out " + path("old"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const TokenFloor fitted = read_token_floor(*dir_ / "old");
+  // As a map directory from before floors: the index lists the map alone.
+  auto index = nlohmann::json::parse(test::read_file(*dir_ / "old" / "index.json"));
+  index["files"].erase("floor.safetensors");
+  test::write_file(*dir_ / "old" / "index.json", index.dump());
+  std::filesystem::remove(*dir_ / "old" / "floor.safetensors");
+  const std::string map_sha = sha256_file(*dir_ / "old" / "map.safetensors");
+
+  const std::string eval = "transfer eval" + route() + " --maps " + path("old") + " --ids-file " +
+                           path("ids.txt") +
+                           " --prefix 40 --continuation 16 --windows 2 --threads 1 --json";
+  r = test::run_molt(eval);  // no floor from the evaluation windows: refused, saying what to run
+  EXPECT_EQ(r.exit_code, 1);
+  for (const std::string& s :
+       std::vector<std::string>{path("old") + ": no token-identity floor",
+                                "molt fit floor " + path("old") + " --to " + path("small"),
+                                "--floor-corpus FILE", "--no-floors"}) {
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << "\n" << r.output;
+  }
+  r = test::run_molt(eval + " --no-floors");  // the old directory itself still loads
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_molt(eval + " --no-floors --floor-corpus-ids " + path("ids.txt"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--floor-corpus-ids does not apply with --no-floors"), std::string::npos)
+      << r.output;
+  // Fitted now from calibration ids, in memory.
+  r = test::run_molt(eval + " --floor-corpus-ids " + path("ids.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto in_memory = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(in_memory["token_identity_floor"]["file"].is_null());
+  EXPECT_EQ(in_memory["token_identity_floor"]["corpus"], "ids.txt");
+
+  // Flags `fit floor` does not read are refused, naming them.
+  const std::string floor = "fit floor " + path("old") + " --to " + path("small") +
+                            " --corpus-ids " + path("ids.txt") + " --threads 1";
+  r = test::run_molt("fit --k 3 " + floor.substr(4));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--k does not apply to molt fit floor"), std::string::npos) << r.output;
+  r = test::run_molt(floor + " --lambda 3");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--lambda"), std::string::npos) << r.output;
+  r = test::run_molt("fit floor " + path("old") + " --to " + path("big") + " --corpus-ids " +
+                     path("ids.txt"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("the map's receiver is"), std::string::npos) << r.output;
+
+  r = test::run_molt(floor);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("map.safetensors is unchanged"), std::string::npos) << r.output;
+  EXPECT_EQ(sha256_file(*dir_ / "old" / "map.safetensors"), map_sha);
+  const TokenFloor added = read_token_floor(*dir_ / "old");
+  EXPECT_EQ(added.info["created_by"], "molt fit floor");
+  EXPECT_EQ(added.info["calibration"], fitted.info["calibration"]);  // the map's windows
+  ASSERT_EQ(added.ids, fitted.ids);
+  for (size_t l = 0; l < added.k.size(); ++l) {
+    for (size_t i = 0; i < added.k[l].size(); ++i) {
+      ASSERT_LE(std::abs(added.k[l][i] - fitted.k[l][i]),
+                std::abs(fitted.k[l][i]) * 0x1p-10 + 0x1p-24);
+    }
+  }
+  // The stored floor and the one fitted in memory from the same text give the same figures.
+  r = test::run_molt(eval);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto stored = nlohmann::json::parse(r.output);
+  EXPECT_EQ(stored["token_identity_floor"]["sha256"],
+            sha256_file(*dir_ / "old" / "floor.safetensors"));
+  EXPECT_EQ(stored["conditions"], in_memory["conditions"]);
 }
 
 TEST_F(CliTransfer, ShardsMergedEqualOneRun) {
@@ -210,6 +322,9 @@ TEST(CliTransferLadder, SelfRouteNeedlesMatchTheNativeReceiver) {
   EXPECT_EQ(correct.at("map (ridge)"), correct.at("receiver reads the prompt")) << r.output;
   EXPECT_EQ(correct.at("sender reads the prompt"), correct.at("receiver reads the prompt"));
   EXPECT_TRUE(correct.count("token-identity cache"));
+  // Its means came from the fit's calibration text, not from the needle prompts.
+  EXPECT_EQ(j["token_identity_floor"]["corpus"], "test.txt");
+  EXPECT_EQ(j["token_identity_floor"]["sha256"], sha256_file(d / "maps" / "floor.safetensors"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "molt/common/error.h"
 #include "molt/transfer/corpus.h"
 #include "molt/transfer/eval.h"
+#include "molt/transfer/token_floor.h"
 #include "molt/transfer/transfer.h"
 #include "route_fixture.h"
 
@@ -279,7 +280,9 @@ TEST_F(Fit, EvaluationOfAnExactTransferHasNoGap) {
   const std::vector<std::vector<int32_t>> windows = {test::random_ids(30, 97, 1),
                                                      test::random_ids(30, 97, 2)};
   auto exact = CacheMap::from_data(test::identity_map(*big_));
-  const TokenIdentityCache tid(*big_, windows);
+  TokenFloorSums sums(big_->cache_geometry(), big_cfg_.vocab_size);
+  sums.add_window(*big_, test::random_ids(60, 97, 3), 1);  // calibration text, not the windows
+  const TokenIdentityCache tid(*big_, sums.finish(RungSpec::of(*big_, "big"), {}));
   std::vector<Condition> conds = {
       {"map", [&](const KVCache& s, std::span<const int32_t> t,
                   KVCache& d) { exact->apply(*big_, s, *big_, t, {}, d); }},

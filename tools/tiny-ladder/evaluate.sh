@@ -4,7 +4,9 @@
 #   - NLL per token on the validation split (when tools/tiny-ladder/work has the corpus) and on
 #     the committed test split, windows of 512 tokens;
 #   - after a 256-token prefix: own cache vs token-identity cache vs zero cache (the proof that
-#     the ladder uses context beyond token identity);
+#     the ladder uses context beyond token identity); the token-identity means are fitted on the
+#     calibration text (work/calibration.txt, FLOOR_WINDOWS windows of 1,024 tokens, default 150
+#     as the shipped maps), never on the test windows;
 #   - native needle accuracy (the rung reads the whole prompt) on data/needles.jsonl at every
 #     context it holds, and the longest context still at >= 0.8.
 set -euo pipefail
@@ -25,13 +27,28 @@ docs = [json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")]
 open(sys.argv[2], "w", encoding="utf-8").write("\n\n".join(docs) + "\n")
 PY
 fi
+calib="$here/work/calibration.txt"
+if [[ ! -s "$calib" ]]; then
+  [[ -f "$here/work/corpus/train.jsonl" ]] || {
+    echo "evaluate.sh: the token-identity floor needs the calibration text: run the corpus step of" \
+      "tools/tiny-ladder/build.sh (corpus.py) first" >&2
+    exit 1
+  }
+  /usr/bin/python3 - "$here/work/corpus/train.jsonl" "$calib" <<'PY'
+import json, sys
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    for line in open(sys.argv[1], encoding="utf-8"):
+        out.write(json.loads(line)["text"] + "\n\n")
+PY
+fi
 rungs=$(/usr/bin/python3 -c "import json; print(' '.join(r['path'] for r in json.load(open('$ladder/ladder.json'))['rungs']))")
 contexts=$(/usr/bin/python3 -c "
 import json; print(' '.join(str(c) for c in sorted({json.loads(l)['context'] for l in open('$ladder/data/needles.jsonl')})))")
 for r in $rungs; do
   echo "evaluate $r" >&2
   "$molt" eval nll --model "$ladder/$r" --text-file "$ladder/data/test.txt" --context 512 \
-    --prefix 256 --threads "$THREADS" --json > "$out/$r.test.json"
+    --prefix 256 --floor-corpus "$calib" --floor-windows "${FLOOR_WINDOWS:-150}" \
+    --threads "$THREADS" --json > "$out/$r.test.json"
   if [[ -s "$val" ]]; then
     "$molt" eval nll --model "$ladder/$r" --text-file "$val" --context 512 --threads "$THREADS" \
       --json > "$out/$r.validation.json"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fits and evaluates the tiny ladder's KV maps (DESIGN.md §3, §6) with the C++ CLI:
 #   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge, k chosen by held-out
-#                       prefix NLL, boundary maps for recompute r = 1, 2)
+#                       prefix NLL, boundary maps for recompute r = 1, 2), each with its
+#                       token-identity floor (floor.safetensors: the receiver's mean K/V per
+#                       token id over the calibration windows, never the evaluation text)
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
 #                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
@@ -9,7 +11,9 @@
 # Needs the training corpus (tools/tiny-ladder/work/corpus, made by build.sh) for
 # calibration; evaluation reads only the committed held-out split.
 # Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s"),
-# MOLT (the binary, build/molt).
+# MOLT (the binary, build/molt), FLOORS_ONLY=1 (keep the shipped maps and int8 rung byte for
+# byte: fit only their floors with `molt fit floor` on the maps' own calibration windows, then
+# re-run the evaluations that show the floors).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,6 +24,7 @@ py=/usr/bin/python3
 SEQUENCES="${SEQUENCES:-300}"
 THREADS="${THREADS:-2}"
 ROUTES="${ROUTES:-l:l-int8 l:m m:s l:s}"
+FLOORS_ONLY="${FLOORS_ONLY:-0}"
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -38,7 +43,7 @@ fi
 mkdir -p "$ladder/maps/eval" "$work/maps"
 
 # The precision rung: l at int8 (per output channel), the route from l re-aligned diagonally.
-if [[ " $ROUTES " == *" l:l-int8 "* ]]; then
+if [[ " $ROUTES " == *" l:l-int8 "* && "$FLOORS_ONLY" != 1 ]]; then
   rm -rf "$ladder/l-int8"
   "$molt" quantize --model "$ladder/l" --out "$ladder/l-int8" --int8 --group-size 0 >&2
   "$py" - "$ladder/ladder.json" <<'PY'
@@ -56,39 +61,38 @@ needles="$ladder/data/needles.jsonl"
 for route in $ROUTES; do
   from="${route%%:*}" to="${route##*:}" name="${route/:/-}"
   echo "== $from → $to" >&2
-  if [[ "$to" == "$from-int8" ]]; then
-    # Same model, other precision: per-channel diagonal re-alignment, no depth choice.
+  # Same model at another precision: per-channel diagonal re-alignment, no depth choice, no
+  # recompute or anchors to compare.
+  eval_extra=(--recompute-layers 1,2 --anchors 16) needle_extra=(--recompute-layers 2)
+  [[ "$to" == "$from-int8" ]] && eval_extra=() needle_extra=()
+  if [[ "$FLOORS_ONLY" == 1 ]]; then
+    "$molt" fit floor "$ladder/maps/$name" --to "$ladder/$to" --corpus "$calib" \
+      --threads "$THREADS" >&2
+  elif [[ "$to" == "$from-int8" ]]; then
     /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
       --method diagonal --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
       --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
-    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
-      --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --threads "$THREADS" \
-      --json > "$ladder/maps/eval/$name.transfer.json"
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.depth-remap.json"
-    for ctx in 700 2048; do
-      "$molt" transfer needle --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
-        --needles "$needles" --context "$ctx" --count 30 --threads "$THREADS" \
-        --json > "$ladder/maps/eval/$name.needle-$ctx.json"
-    done
-    continue
+  else
+    /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
+      --k auto --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 \
+      --threads "$THREADS" --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
+    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
+      --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
+      --out "$work/maps/$name-depth" >&2
+    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" \
+      --maps "$work/maps/$name-depth" --text-file "$test_txt" --prefix 768 --continuation 256 \
+      --windows 16 --no-floors --threads "$THREADS" --json \
+      > "$ladder/maps/eval/$name.depth-remap.json"
   fi
-  /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
-    --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 --threads "$THREADS" \
-    --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
-  "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
-    --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
-    --out "$work/maps/$name-depth" >&2
+  # The floors' means come from the map directory's floor.safetensors (calibration text).
   "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
-    --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 \
-    --recompute-layers 1,2 --anchors 16 --threads "$THREADS" --json \
-    > "$ladder/maps/eval/$name.transfer.json"
-  "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$work/maps/$name-depth" \
-    --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --no-floors \
-    --threads "$THREADS" --json > "$ladder/maps/eval/$name.depth-remap.json"
+    --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 "${eval_extra[@]}" \
+    --threads "$THREADS" --json > "$ladder/maps/eval/$name.transfer.json"
   for ctx in 700 2048; do
     "$molt" transfer needle --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
-      --needles "$needles" --context "$ctx" --count 30 --recompute-layers 2 --threads "$THREADS" \
-      --json > "$ladder/maps/eval/$name.needle-$ctx.json"
+      --needles "$needles" --context "$ctx" --count 30 "${needle_extra[@]}" \
+      --threads "$THREADS" --json > "$ladder/maps/eval/$name.needle-$ctx.json"
   done
 done
 

@@ -25,6 +25,21 @@ def load(path):
         return json.load(fh)
 
 
+def floor_line(ev):
+    """Where the token-identity floor's means came from (never the evaluation text)."""
+    f = ev.get("token_identity_floor")
+    if not f:
+        raise SystemExit("routes_report.py: the transfer JSON does not say where its "
+                         "token-identity floor came from (re-run molt transfer eval)")
+    c = f.get("calibration", {})
+    where = f"`{os.path.basename(f['file'])}` SHA-256 {f['sha256'][:12]}…" if f.get("file") \
+        else "fitted in memory"
+    return (f"- token-identity floor: the receiver's mean K/V per token id over "
+            f"`{f.get('corpus')}` ({c.get('windows')} windows × {c.get('seq_len')} tokens, a row "
+            f"every {c.get('stride')} positions: {c.get('rows'):,} rows, "
+            f"{c.get('distinct_tokens'):,} ids; {where}), not over the evaluation text")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ladder", required=True)
@@ -64,7 +79,9 @@ def main():
           "`maps/eval/` and the maps' metadata; nothing here is typed by hand. Evaluation text:",
           "`data/test.txt` (held out); needles: `data/needles.jsonl`; the switch is forced right",
           "before the answer. NLL gap = receiver's mean NLL on 256 tokens after a 768-token",
-          "carried prefix minus after re-reading it (nats/token; 0 is perfect).", ""]
+          "carried prefix minus after re-reading it (nats/token; 0 is perfect). The",
+          "token-identity floor's means are fitted on the calibration text and stored beside",
+          "each map (`floor.safetensors`), never taken from the evaluation windows.", ""]
     for f, t in routes:
         name = f"{f}-{t}"
         meta = map_metadata(os.path.join(lad, "maps", name))
@@ -79,6 +96,7 @@ def main():
             md.append("- held-out relative RMS residual (keys un-rotated): " + ", ".join(
                 f"{k} {v['rel_rms']:.3f} (centred {v['centred']:.3f})" for k, v in res.items()
                 if isinstance(v, dict) and "rel_rms" in v))
+        md.append(floor_line(ev))
         md += [f"- receiver native NLL {ev['native_nll']:.4f}, sender {ev['sender_nll']:.4f}; "
                f"{ev['windows']} windows, {ev['scored_tokens']} tokens scored", "",
                "| condition | NLL | NLL gap | transfer KL | seam KL |", "|---|---|---|---|---|",

@@ -52,21 +52,6 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
                                const std::vector<std::vector<int32_t>>& windows, int64_t prefix,
                                const std::vector<Condition>& conditions, bool sender_hidden);
 
-// The token-identity floor: each position's K/V is the receiver's mean K/V for that token id
-// (keys averaged un-rotated, then rotated to the position). Means are taken over every position
-// of the receiver's native caches of `windows` (ids never seen get the mean over all rows).
-class TokenIdentityCache {
- public:
-  TokenIdentityCache(const Model& receiver, const std::vector<std::vector<int32_t>>& windows);
-  void fill(std::span<const int32_t> tokens, KVCache& dst) const;
-
- private:
-  CacheGeometry g_;
-  RopeSpec rope_;
-  std::vector<int32_t> slot_;              // token id → row of the tables, -1 unseen
-  std::vector<std::vector<float>> k_, v_;  // per layer [rows × kv_dim]; last row = all mean
-};
-
 // A cache of zeros: attention over it is uniform over zero values.
 void fill_zero_cache(int64_t n, KVCache& dst);
 

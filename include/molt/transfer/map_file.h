@@ -40,6 +40,8 @@ struct RungSpec {
   RopeSpec rope;
   static RungSpec of(const Model& m, const std::string& name);
   nlohmann::json to_json() const;
+  // Inverse of to_json(); errors name `side` and the field.
+  static RungSpec from_json(const nlohmann::json& j, const char* side);
 };
 
 // One receiver layer's maps. For ridge methods the per-head matrices are stacked along the
@@ -76,9 +78,25 @@ struct MapData {
 // index, so that they appear with the map or not at all.
 void write_map_dir(const std::filesystem::path& dir, const MapData& map,
                    const std::function<void(const std::filesystem::path&)>& beside = {});
-// Reads and verifies: index.json present and well formed, every listed file's SHA-256,
-// format and version, every tensor present with the shape the metadata implies.
+// Reads and verifies: index.json present and well formed, every listed name a file inside the
+// folder, map.safetensors' SHA-256, format and version, every tensor present with the shape the
+// metadata implies. Each reader checks the checksum of what it reads (read_token_floor the
+// floor's), so loading a map at a switch does not hash the floor beside it.
 MapData read_map_dir(const std::filesystem::path& dir);
+// Lists dir/name in dir/index.json (a map index, which must exist) with its SHA-256 and size,
+// replacing an entry of that name; the index is rewritten whole or not at all. For a folder
+// being written (write_map_dir's `beside`).
+void add_to_map_index(const std::filesystem::path& dir, const std::string& name);
+// Adds (or replaces) one file of an existing map directory as one unit (AtomicDir): `write`
+// writes it to the path given, index.json lists it beside the entries already there, and every
+// other file (the map itself) is carried over byte for byte.
+void add_to_map_dir(const std::filesystem::path& dir, const std::string& name,
+                    const std::function<void(const std::filesystem::path&)>& write);
+// Whether dir/index.json lists `name` (false when there is no readable index).
+bool map_index_lists(const std::filesystem::path& dir, const std::string& name);
+// Checks dir/name against its entry in dir/index.json and returns the SHA-256; errors name the
+// index and the file (not listed, missing, checksum differs).
+std::string verify_map_index_entry(const std::filesystem::path& dir, const std::string& name);
 // Refuses a map whose sender / receiver geometry or RoPE spec differs from the models'.
 void check_route(const MapData& map, const std::filesystem::path& dir, const Model& sender,
                  const Model& receiver);
