@@ -1,4 +1,5 @@
 // molt — one binary, many subcommands (see `molt --help`).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,6 +66,10 @@ void choose_omp_wait_policy(char** argv) {
 
 int main(int argc, char** argv) {
   choose_omp_wait_policy(argv);
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the writers report
+  // naming the file, and the half-built output is removed; the default action would kill the
+  // process mid-write instead.
+  signal(SIGXFSZ, SIG_IGN);
   try {
     CLI::App app{"molt — an on-device LLM runtime that changes model between two tokens"};
     app.require_subcommand(1);

@@ -31,8 +31,10 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `molt <args>` with every file it writes capped at `limit` bytes.
-Outcome run_molt_fsize(const std::vector<std::string>& args, rlim_t limit) {
+// Runs `molt <args>` with every file it writes capped at `limit` bytes. molt ignores SIGXFSZ
+// itself; `ignore_sigxfsz` = false shows it does (the default action would kill it).
+Outcome run_molt_fsize(const std::vector<std::string>& args, rlim_t limit,
+                       bool ignore_sigxfsz = true) {
   std::vector<std::string> all = {MOLT_BINARY};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -44,7 +46,7 @@ Outcome run_molt_fsize(const std::vector<std::string>& args, rlim_t limit) {
   if (pid == 0) {  // only async-signal-safe calls until exec
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
-    ::signal(SIGXFSZ, SIG_IGN);
+    ::signal(SIGXFSZ, ignore_sigxfsz ? SIG_IGN : SIG_DFL);
     const rlimit r{limit, limit};
     ::setrlimit(RLIMIT_FSIZE, &r);
     ::execv(argv[0], argv.data());
@@ -173,6 +175,16 @@ TEST_F(DiskFull, QuantizeFreshOutputNeverAppears) {
     EXPECT_FALSE(fs::exists(parent / "q4"));
     EXPECT_EQ(entries(parent.path()), std::vector<std::string>{});
   }
+}
+
+// Under a plain `ulimit -f` (SIGXFSZ at its default, which ends the process) molt still fails
+// cleanly: it ignores the signal and the write fails with EFBIG.
+TEST_F(DiskFull, AFileSizeLimitIsAnErrorNotASignal) {
+  if (!fs::exists(fs::path(tiny_s()) / "model.safetensors")) GTEST_SKIP();
+  test::TempDir parent;
+  const Outcome r = run_molt_fsize(quantize_args(parent / "q4"), 64, /*ignore_sigxfsz=*/false);
+  expect_named_failure(r, {64, "config.json.tmp: write failed"});
+  EXPECT_EQ(entries(parent.path()), std::vector<std::string>{});
 }
 
 TEST_F(DiskFull, QuantizeLeavesAnEarlierCheckpointByteForByte) {
