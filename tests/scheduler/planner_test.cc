@@ -424,8 +424,9 @@ TEST(PlannerProperties, ThirtyThousandRandomRounds) {
       ASSERT_EQ(t.produced, t.max_tokens);
     }
   }
+  // The time is printed, not asserted: a test never asserts a wall-clock time (under ASan on a
+  // loaded machine this took 1.8 s).
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 1.0);
   // Every kind of round happened.
   EXPECT_GT(tally.infeasible, 100);
   EXPECT_GT(tally.checked_brute, 2000);
