@@ -9,6 +9,7 @@
 #include "cmd_transfer_util.h"
 #include "command.h"
 #include "floor_cli.h"
+#include "molt/bench/transfer_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 #include "molt/transfer/eval.h"
@@ -90,6 +91,8 @@ void run(const EvalArgs& a) {
   }
   j["conditions"] = cs;
   if (a.json) {
+    // The files measured on, checksummed after the measurement (as `molt bench decode` does).
+    j["sha256"] = transfer_run_sha256(a.from, a.to, a.maps, file);
     fmt::print("{}\n", j.dump());
     return;
   }

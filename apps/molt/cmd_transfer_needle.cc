@@ -13,6 +13,7 @@
 #include "floor_cli.h"
 #include "molt/bench/answer.h"
 #include "molt/bench/needles.h"
+#include "molt/bench/transfer_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
 
@@ -101,16 +102,18 @@ void run(const NeedleArgs& a) {
     rows.push_back(
         {{"condition", names[i]}, {"correct", correct[i]}, {"accuracy", correct[i] / N}});
   }
-  const nlohmann::json j = {{"from", a.from},
-                            {"to", a.to},
-                            {"maps", a.maps},
-                            {"needles", a.needles},
-                            {"context", a.context},
-                            {"count", needles.size()},
-                            {"mean_prompt_tokens", mean_tokens},
-                            {"token_identity_floor", floor_source},
-                            {"conditions", rows}};
+  nlohmann::json j = {{"from", a.from},
+                      {"to", a.to},
+                      {"maps", a.maps},
+                      {"needles", a.needles},
+                      {"context", a.context},
+                      {"count", needles.size()},
+                      {"mean_prompt_tokens", mean_tokens},
+                      {"token_identity_floor", floor_source},
+                      {"conditions", rows}};
   if (a.json) {
+    // The files measured on, checksummed after the measurement (as `molt bench decode` does).
+    j["sha256"] = transfer_run_sha256(a.from, a.to, a.maps, a.needles);
     fmt::print("{}\n", j.dump());
     return;
   }

@@ -7,7 +7,8 @@
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
 #                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
-# then writes ladder.json with the routes and TRANSFER.md from the JSON alone.
+# then writes ladder.json's routes (`molt bench transfer-routes`) and TRANSFER.md from the JSON
+# and the maps alone (`molt bench transfer-report`; tests/cli/transfer_trace_test.cc checks it).
 # Needs the training corpus (tools/tiny-ladder/work/corpus, made by build.sh) for
 # calibration; evaluation reads only the committed held-out split.
 # Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s"),
@@ -96,5 +97,6 @@ for route in $ROUTES; do
   done
 done
 
-"$py" "$here/routes_report.py" --ladder "$ladder" --routes "$ROUTES"
+"$molt" bench transfer-routes --ladder "$ladder" --routes "$ROUTES"
+"$molt" bench transfer-report --ladder "$ladder" --routes "$ROUTES" --out "$ladder/TRANSFER.md"
 echo "routes: done -> $ladder/maps, $ladder/ladder.json, $ladder/TRANSFER.md" >&2

@@ -1,0 +1,70 @@
+// molt bench transfer-report | transfer-routes: models/tiny-ladder/TRANSFER.md from the runs of
+// tools/tiny-ladder/routes.sh (maps/eval/) and the maps' metadata, and ladder.json's routes
+// from the routes it fitted.
+#include <fstream>
+#include <sstream>
+
+#include "command.h"
+#include "molt/bench/transfer_report.h"
+#include "molt/common/error.h"
+
+namespace molt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  if (!(f << text) || !f.flush()) fail("cannot write {}", p.string());
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail("cannot read {}", p.string());
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Args {
+  std::string ladder, routes, out;
+};
+
+const bool registered = register_command([](CLI::App& root) {
+  CLI::App* bench = group(root, "bench", "Benchmarks that print figures");
+  {
+    auto a = std::make_shared<Args>();
+    CLI::App* r = bench->add_subcommand(
+        "transfer-report", "models/tiny-ladder/TRANSFER.md from maps/eval/ and the maps");
+    r->add_option("--ladder", a->ladder, "ladder folder (ladder.json, maps/, maps/eval/)")
+        ->required();
+    r->add_option("--routes", a->routes,
+                  "\"FROM:TO ...\" in page order (default: the routes of ladder.json with a map "
+                  "folder of their own, in its order)");
+    r->add_option("--out", a->out, "page to write")->required();
+    r->callback([a] {
+      write(a->out,
+            transfer_report(a->ladder, a->routes.empty() ? fitted_routes(a->ladder)
+                                                         : parse_transfer_routes(a->routes)));
+    });
+  }
+  {
+    auto a = std::make_shared<Args>();
+    CLI::App* r = bench->add_subcommand(
+        "transfer-routes", "Rewrite ladder.json's routes from the routes fitted (routes.sh)");
+    r->add_option("--ladder", a->ladder, "ladder folder (ladder.json)")->required();
+    r->add_option("--routes", a->routes, "\"FROM:TO ...\": the routes with fitted maps")
+        ->required();
+    r->callback([a] {
+      const fs::path file = fs::path(a->ladder) / "ladder.json";
+      const nlohmann::ordered_json m = nlohmann::ordered_json::parse(read(file));
+      write(
+          file,
+          transfer_routes(m, parse_transfer_routes(a->routes)).dump(2, ' ', /*ensure_ascii=*/true) +
+              "\n");
+    });
+  }
+});
+
+}  // namespace
+}  // namespace molt::cli

@@ -1,0 +1,353 @@
+#include "molt/bench/transfer_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "molt/bench/performance_report.h"
+#include "molt/common/error.h"
+#include "molt/transfer/map_file.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace molt {
+namespace {
+
+constexpr const char* kInt8 = "-int8";  // a precision rung's name: its parent's plus this
+
+json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) fail("transfer-report: cannot read {}", p.string());
+  try {
+    return json::parse(f);
+  } catch (const json::exception& e) {
+    fail("transfer-report: {}: {}", p.string(), e.what());
+  }
+}
+
+double num(const json& j, const char* key) {
+  return j.at(key).get<double>();
+}
+
+// 38400 → "38,400", as the page has always printed counts.
+std::string grouped(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > (n < 0 ? 1 : 0); i -= 3) s.insert(i, ",");
+  return s;
+}
+
+// The run files of a route, by kind; a run that routes.sh stubbed ({"conditions": []}) counts
+// as none.
+struct Runs {
+  json transfer, depth;
+  std::vector<std::pair<int64_t, json>> needles;  // by context
+};
+
+Runs read_runs(const fs::path& eval, const std::string& name) {
+  Runs r{read_json(eval / (name + ".transfer.json")), json(), {}};
+  const fs::path depth = eval / (name + ".depth-remap.json");
+  if (fs::exists(depth)) r.depth = read_json(depth);
+  const std::string prefix = name + ".needle-";
+  for (const auto& e : fs::directory_iterator(eval)) {
+    const std::string f = e.path().filename().string();
+    if (!f.starts_with(prefix) || e.path().extension() != ".json") continue;
+    const std::string ctx = f.substr(prefix.size(), f.size() - prefix.size() - 5);
+    if (ctx.empty() ||
+        !std::all_of(ctx.begin(), ctx.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;  // another route's ("l-m.needle-…" is not "l.needle-…")
+    r.needles.emplace_back(std::stoll(ctx), read_json(e.path()));
+  }
+  std::sort(r.needles.begin(), r.needles.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (r.needles.empty()) fail("transfer-report: {} has no {}*.json", eval.string(), prefix);
+  return r;
+}
+
+// A paragraph broken into lines of at most 92 columns (code points), at spaces.
+std::string wrapped(const std::string& text) {
+  constexpr size_t kWidth = 92;
+  auto width = [](const std::string& s) {
+    return static_cast<size_t>(std::count_if(
+        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  };
+  std::istringstream in(text);
+  std::string out, line;
+  for (std::string word; in >> word;) {
+    if (!line.empty() && width(line) + 1 + width(word) > kWidth) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + line + "\n";
+}
+
+bool is_run(const json& j) {
+  return j.is_object() && j.contains("conditions") && !j.at("conditions").empty();
+}
+
+// Where the token-identity floor's means came from (never the evaluation text).
+std::string floor_line(const json& ev, const std::string& run) {
+  if (!ev.contains("token_identity_floor") || !ev.at("token_identity_floor").is_object()) {
+    fail(
+        "transfer-report: {} does not say where its token-identity floor came from (re-run "
+        "molt transfer eval)",
+        run);
+  }
+  const json& f = ev.at("token_identity_floor");
+  const json& c = f.at("calibration");
+  const std::string where =
+      f.contains("file") && !f.at("file").is_null()
+          ? fmt::format("`{}` SHA-256 {}…",
+                        fs::path(f.at("file").get<std::string>()).filename().string(),
+                        f.at("sha256").get<std::string>().substr(0, 12))
+          : std::string("fitted in memory");
+  return fmt::format(
+      "- token-identity floor: the receiver's mean K/V per token id over `{}` ({} windows × {} "
+      "tokens, a row every {} positions: {} rows, {} ids; {}), not over the evaluation text\n",
+      f.at("corpus").get<std::string>(), c.at("windows").get<int64_t>(),
+      c.at("seq_len").get<int64_t>(), c.at("stride").get<int64_t>(),
+      grouped(c.at("rows").get<int64_t>()), grouped(c.at("distinct_tokens").get<int64_t>()), where);
+}
+
+std::string map_lines(const fs::path& dir) {
+  const MapData map = read_map_dir(dir);
+  const json& i = map.info;
+  const json& cal = i.at("calibration");
+  std::string md =
+      fmt::format("- map: {}, k = {} ({}), λ = {}; calibration {} windows of {} tokens\n",
+                  map.method, i.at("k").dump(), i.at("k_chosen_by").get<std::string>(),
+                  i.at("lambda").dump(), cal.at("train_windows").dump(), cal.at("seq_len").dump());
+  if (!i.contains("residuals") || !i.at("residuals").contains("total")) return md;
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : i.at("residuals").at("total").items()) {
+    if (v.is_object() && v.contains("rel_rms")) {
+      parts.push_back(
+          fmt::format("{} {:.3f} (centred {:.3f})", k, num(v, "rel_rms"), num(v, "centred")));
+    }
+  }
+  if (!parts.empty()) {
+    md += fmt::format("- held-out relative RMS residual (keys un-rotated): {}\n",
+                      fmt::join(parts, ", "));
+  }
+  return md;
+}
+
+// Which runs do not name the files they measured by checksum (the committed ones predate it).
+std::string checksum_line(const Runs& r) {
+  std::vector<std::string> without;
+  auto check = [&](const json& run, const std::string& what) {
+    if (is_run(run) && !run.contains("sha256")) without.push_back(what);
+  };
+  check(r.transfer, "transfer");
+  check(r.depth, "depth remap");
+  for (const auto& [ctx, n] : r.needles) check(n, fmt::format("needle @{}", ctx));
+  if (without.empty()) {
+    return "- every run records the SHA-256 of the rungs, the map folder and the text it read\n";
+  }
+  return fmt::format(
+      "- runs without the rungs' and the map's SHA-256 (measured before `molt transfer "
+      "eval|needle --json` recorded them): {}\n",
+      fmt::join(without, ", "));
+}
+
+// The depth-remap map is fitted for comparison only; say where it was when it is not shipped.
+std::string depth_line(const json& depth, const std::string& name) {
+  if (!is_run(depth)) return "";
+  const fs::path maps = depth.at("maps").get<std::string>();
+  if (maps.filename() == name && maps.parent_path().filename() == "maps") return "";
+  return fmt::format(
+      "- depth remap: map `{}`, fitted by routes.sh into its work folder for this comparison and "
+      "not committed\n",
+      maps.filename().string());
+}
+
+std::string route_section(const fs::path& ladder, const TransferRoute& route) {
+  const std::string name = route.name();
+  const fs::path eval = ladder / "maps" / "eval";
+  const Runs r = read_runs(eval, name);
+  const json& ev = r.transfer;
+  std::string md = fmt::format("## {} → {}\n\n", route.from, route.to);
+  md += map_lines(ladder / "maps" / name);
+  md += floor_line(ev, (eval / (name + ".transfer.json")).string());
+  md += depth_line(r.depth, name);
+  md += checksum_line(r);
+  md += fmt::format(
+      "- receiver native NLL {:.4f}, sender {:.4f}; {} windows, {} tokens scored\n\n"
+      "| condition | NLL | NLL gap | transfer KL | seam KL |\n|---|---|---|---|---|\n"
+      "| native re-prefill | {:.4f} | 0 | 0 | {:.4f} |\n",
+      num(ev, "native_nll"), num(ev, "sender_nll"), ev.at("windows").get<int64_t>(),
+      ev.at("scored_tokens").get<int64_t>(), num(ev, "native_nll"), num(ev, "native_seam_kl"));
+  auto row = [](const std::string& condition, const json& c) {
+    return fmt::format("| {} | {:.4f} | {:+.4f} | {:.4f} | {:.4f} |\n", condition, num(c, "nll"),
+                       num(c, "nll_gap"), num(c, "transfer_kl"), num(c, "seam_kl"));
+  };
+  for (const json& c : ev.at("conditions")) md += row(c.at("condition").get<std::string>(), c);
+  if (r.depth.is_object() && r.depth.contains("conditions")) {
+    for (const json& c : r.depth.at("conditions")) {
+      const std::string cond = c.at("condition").get<std::string>();
+      md += row(cond.starts_with("map") ? "depth remap" : "depth remap, " + cond, c);
+    }
+  }
+  md += "\n| needle accuracy |";
+  for (const auto& [ctx, n] : r.needles)
+    md += fmt::format(" ~{:.0f} tokens |", num(n, "mean_prompt_tokens"));
+  md += "\n|---|";
+  for (size_t i = 0; i < r.needles.size(); ++i) md += "---|";
+  md += "\n";
+  const json& first = r.needles.front().second.at("conditions");
+  for (size_t i = 0; i < first.size(); ++i) {
+    const std::string cond = first[i].at("condition").get<std::string>();
+    md += "| " + cond + " |";
+    for (const auto& [ctx, n] : r.needles) {
+      const json& cs = n.at("conditions");
+      if (i >= cs.size() || cs[i].at("condition") != cond) {
+        fail("transfer-report: {}'s needle runs list other conditions at {} tokens than at {}",
+             name, ctx, r.needles.front().first);
+      }
+      md += fmt::format(" {:.3f} ({}/{}) |", num(cs[i], "accuracy"),
+                        cs[i].at("correct").get<int64_t>(), n.at("count").get<int64_t>());
+    }
+    md += "\n";
+  }
+  return md + "\n";
+}
+
+}  // namespace
+
+std::vector<TransferRoute> parse_transfer_routes(const std::string& text) {
+  std::vector<TransferRoute> out;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() ||
+        item.find(':', colon + 1) != std::string::npos) {
+      fail("--routes: '{}' is not FROM:TO", item);
+    }
+    out.push_back({item.substr(0, colon), item.substr(colon + 1)});
+  }
+  if (out.empty()) fail("--routes: no routes");
+  return out;
+}
+
+std::vector<TransferRoute> fitted_routes(const fs::path& ladder) {
+  std::vector<TransferRoute> out;
+  const json m = read_json(ladder / "ladder.json");
+  for (const json& r : m.value("routes", json::array())) {
+    TransferRoute t{r.at("from").get<std::string>(), r.at("to").get<std::string>()};
+    if (r.value("maps", "") == "maps/" + t.name()) out.push_back(t);
+  }
+  if (out.empty())
+    fail("transfer-report: {} has no route with its own maps/<from>-<to>", ladder.string());
+  return out;
+}
+
+std::string transfer_report(const fs::path& ladder, const std::vector<TransferRoute>& routes) {
+  // The carried prefix, as the runs recorded it (one figure when every route shares it).
+  std::vector<int64_t> prefixes;
+  for (const TransferRoute& r : routes) {
+    prefixes.push_back(read_json(ladder / "maps" / "eval" / (r.name() + ".transfer.json"))
+                           .at("prefix")
+                           .get<int64_t>());
+  }
+  const bool one_prefix = std::all_of(prefixes.begin(), prefixes.end(),
+                                      [&](int64_t p) { return p == prefixes.front(); });
+  const std::string intro =
+      "Generated by `tools/tiny-ladder/routes.sh` (→ `molt bench transfer-report`) from the JSON "
+      "in `maps/eval/` and the maps' metadata; nothing here is typed by hand, and "
+      "`tests/cli/transfer_trace_test.cc` fails when the page, its JSON and the committed files "
+      "disagree (it re-measures one cell, too). Evaluation text: `data/test.txt` (held out); "
+      "needles: `data/needles.jsonl`; the switch is forced right before the answer. NLL gap = "
+      "receiver's mean NLL on the tokens after a " +
+      (one_prefix ? fmt::format("{}-token ", prefixes.front()) : std::string()) +
+      "carried prefix minus after re-reading it (nats/token; 0 is perfect). The token-identity "
+      "floor's means are fitted on the calibration text and stored beside each map "
+      "(`floor.safetensors`), never taken from the evaluation windows.";
+  std::string md = "# Tiny ladder: KV transfer per route\n\n" + wrapped(intro) + "\n";
+  for (const TransferRoute& r : routes) md += route_section(ladder, r);
+  md.pop_back();  // one newline at the end
+  return md;
+}
+
+ordered_json transfer_routes(const ordered_json& manifest,
+                             const std::vector<TransferRoute>& routes) {
+  std::vector<std::string> order;
+  for (const auto& r : manifest.at("rungs")) order.push_back(r.at("name").get<std::string>());
+  auto is_rung = [&](const std::string& n) {
+    return std::find(order.begin(), order.end(), n) != order.end();
+  };
+  auto parent_of = [&](const std::string& n) -> std::string {
+    if (!n.ends_with(kInt8)) return "";
+    const std::string p = n.substr(0, n.size() - std::string_view(kInt8).size());
+    return is_rung(p) ? p : "";
+  };
+  auto fitted = [&](const std::string& from, const std::string& to) {
+    return std::any_of(routes.begin(), routes.end(),
+                       [&](const TransferRoute& r) { return r.from == from && r.to == to; });
+  };
+  for (const TransferRoute& r : routes) {
+    if (!is_rung(r.from) || !is_rung(r.to))
+      fail("--routes: {} → {} names a rung not in ladder.json", r.from, r.to);
+  }
+  ordered_json out = ordered_json::array();
+  for (const TransferRoute& r : routes) {
+    out.push_back({{"from", r.from}, {"to", r.to}, {"maps", "maps/" + r.name()}});
+  }
+  // Hand-written routes survive; derived and re-prefill ones are derived again below.
+  for (const auto& r : manifest.value("routes", ordered_json::array())) {
+    const std::string from = r.at("from").get<std::string>(), to = r.at("to").get<std::string>();
+    if (fitted(from, to) || r.value("method", "") == "reprefill") continue;
+    if (!parent_of(from).empty() && r.contains("maps")) continue;
+    out.push_back(r);
+  }
+  auto has = [&](const std::string& from, const std::string& to) {
+    return std::any_of(out.begin(), out.end(), [&](const ordered_json& r) {
+      return r.at("from") == from && r.at("to") == to;
+    });
+  };
+  // A precision rung leaves by its parent's maps: its cache differs from the parent's by the
+  // diagonal fit's residual (well under 1% RMS on the tiny ladder), far below any map's.
+  for (const std::string& rung : order) {
+    const std::string parent = parent_of(rung);
+    if (parent.empty()) continue;
+    const ordered_json before = out;
+    for (const auto& r : before) {
+      const std::string to = r.at("to").get<std::string>();
+      if (r.at("from") == parent && r.contains("maps") && to != rung && !has(rung, to)) {
+        out.push_back({{"from", rung}, {"to", to}, {"maps", r.at("maps")}});
+      }
+    }
+  }
+  // Upward moves (budget returns) re-read the context on the larger rung.
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!has(order[i], order[j])) {
+        out.push_back({{"from", order[i]}, {"to", order[j]}, {"method", "reprefill"}});
+      }
+    }
+  }
+  ordered_json m = manifest;
+  m["routes"] = out;
+  return m;
+}
+
+json transfer_run_sha256(const fs::path& from, const fs::path& to, const fs::path& maps,
+                         const fs::path& input) {
+  json f = checkpoint_sha256(from);
+  if (fs::exists(from / "tokenizer.json"))
+    f["tokenizer.json"] = sha256_file(from / "tokenizer.json");
+  json m = json::object();
+  for (const auto& e : fs::directory_iterator(maps)) {
+    if (e.is_regular_file()) m[e.path().filename().string()] = sha256_file(e.path());
+  }
+  return {{"from", f},
+          {"to", checkpoint_sha256(to)},
+          {"maps", m},
+          {"input", {{input.filename().string(), sha256_file(input)}}}};
+}
+
+}  // namespace molt
