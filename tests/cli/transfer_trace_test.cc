@@ -32,16 +32,14 @@ fs::path ladder() {
 }
 
 // Line by line, so that a failure names the first line that differs.
-void expect_same_text(const std::string& have, const std::string& want, const std::string& page) {
+void expect_same_text(const std::string& have, const std::string& want, const std::string& page,
+                      const std::string& fix) {
   std::istringstream ws(want), hs(have);
   std::string w, h;
   for (int line = 1; want != have; ++line) {
     const bool more_w = static_cast<bool>(std::getline(ws, w));
     const bool more_h = static_cast<bool>(std::getline(hs, h));
-    ASSERT_EQ(h, w) << page << " line " << line
-                    << " is not what maps/eval/ and the committed maps generate: run "
-                       "tools/tiny-ladder/routes.sh (or molt bench transfer-report --ladder "
-                       "models/tiny-ladder --out models/tiny-ladder/TRANSFER.md) and commit it";
+    ASSERT_EQ(h, w) << page << " line " << line << " is not what generates it now: " << fix;
     ASSERT_TRUE(more_w || more_h) << page << " differs from what generates it in its line ends";
   }
 }
@@ -65,7 +63,9 @@ TEST(TransferTrace, PageIsGeneratedFromItsJson) {
                           (t / "TRANSFER.md").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_text(test::read_file(ladder() / "TRANSFER.md"), test::read_file(t / "TRANSFER.md"),
-                   "models/tiny-ladder/TRANSFER.md");
+                   "models/tiny-ladder/TRANSFER.md",
+                   "run molt bench transfer-report --ladder models/tiny-ladder --out "
+                   "models/tiny-ladder/TRANSFER.md (routes.sh does) and commit it");
 }
 
 TEST(TransferTrace, LadderRoutesAreDerivedFromTheFittedOnes) {
@@ -73,12 +73,16 @@ TEST(TransferTrace, LadderRoutesAreDerivedFromTheFittedOnes) {
   test::TempDir t;
   fs::copy_file(ladder() / "ladder.json", t / "ladder.json");
   std::string routes;
-  for (const TransferRoute& r : fitted_routes(ladder())) routes += r.from + ":" + r.to + " ";
+  for (const TransferRoute& r : fitted_routes(ladder())) {
+    routes += (routes.empty() ? "" : " ") + r.from + ":" + r.to;
+  }
   const auto r = run_molt(
       fmt::format("bench transfer-routes --ladder {} --routes \"{}\"", t.path().string(), routes));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_same_text(test::read_file(ladder() / "ladder.json"), test::read_file(t / "ladder.json"),
-                   "models/tiny-ladder/ladder.json");
+                   "models/tiny-ladder/ladder.json",
+                   "run molt bench transfer-routes --ladder models/tiny-ladder --routes \"" +
+                       routes + "\" (routes.sh does) and commit it");
 }
 
 TEST(TransferTrace, RunsRecordTheCommittedFiles) {

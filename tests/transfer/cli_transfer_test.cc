@@ -90,6 +90,13 @@ TEST_F(CliTransfer, FitReportEvalBench) {
   EXPECT_EQ(floor["corpus"], "ids.txt");
   EXPECT_EQ(floor["created_by"], "molt fit");
   EXPECT_EQ(floor["calibration"]["windows"], 10);
+  // And the files it measured on, by role, checksummed after the measurement.
+  EXPECT_EQ(ev["sha256"]["maps"]["map.safetensors"],
+            sha256_file(*dir_ / "maps" / "map.safetensors"));
+  EXPECT_EQ(ev["sha256"]["maps"]["floor.safetensors"], floor["sha256"]);
+  EXPECT_EQ(ev["sha256"]["input"]["ids.txt"], sha256_file(*dir_ / "ids.txt"));
+  EXPECT_TRUE(ev["sha256"]["from"].contains("config.json"));
+  EXPECT_TRUE(ev["sha256"]["to"].contains("config.json"));
 
   r = test::run_molt("bench transfer" + route() + " --maps " + path("maps") +
                      " --context 48 --threads 1 --repeat 2 --recompute-layers 1 --json");
@@ -325,6 +332,11 @@ TEST(CliTransferLadder, SelfRouteNeedlesMatchTheNativeReceiver) {
   // Its means came from the fit's calibration text, not from the needle prompts.
   EXPECT_EQ(j["token_identity_floor"]["corpus"], "test.txt");
   EXPECT_EQ(j["token_identity_floor"]["sha256"], sha256_file(d / "maps" / "floor.safetensors"));
+  // The files it measured on: the rung's weights and tokenizer, the map folder, the needles.
+  EXPECT_EQ(j["sha256"]["from"]["model.safetensors"], sha256_file(s / "model.safetensors"));
+  EXPECT_EQ(j["sha256"]["from"]["tokenizer.json"], sha256_file(s / "tokenizer.json"));
+  EXPECT_EQ(j["sha256"]["maps"]["map.safetensors"], sha256_file(d / "maps" / "map.safetensors"));
+  EXPECT_EQ(j["sha256"]["input"]["needles.jsonl"], sha256_file(ladder / "data" / "needles.jsonl"));
 }
 
 }  // namespace
