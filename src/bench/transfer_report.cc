@@ -58,7 +58,7 @@ Runs read_runs(const fs::path& eval, const std::string& name) {
     const std::string ctx = f.substr(prefix.size(), f.size() - prefix.size() - 5);
     if (ctx.empty() ||
         !std::all_of(ctx.begin(), ctx.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;  // another route's ("l-m.needle-…" is not "l.needle-…")
+      continue;  // not <name>.needle-<context>.json: no run of routes.sh
     r.needles.emplace_back(std::stoll(ctx), read_json(e.path()));
   }
   std::sort(r.needles.begin(), r.needles.end(),
