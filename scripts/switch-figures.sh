@@ -23,6 +23,9 @@ mkdir -p "$out" "$WORK"
 load() { cut -d' ' -f1 /proc/loadavg; }
 
 load_before="$(load)"
+# The tree as measured, before this run rewrites its own outputs.
+dirty=false
+[[ -z "$(git status --porcelain 2>/dev/null)" ]] || dirty=true
 bandwidth_before="$("$molt" bench bandwidth --json --threads "$THREADS")"
 
 tiny="models/tiny-ladder/ladder.json"
@@ -59,8 +62,6 @@ echo "real 1.5b → 0.5b" >&2
 
 bandwidth_after="$("$molt" bench bandwidth --json --threads "$THREADS")"
 cpu="$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//; s/["\\]//g' || true)"
-dirty=false
-[[ -z "$(git status --porcelain 2>/dev/null)" ]] || dirty=true
 cat > "$out/run.json" <<JSON
 {"commit": "$(git rev-parse HEAD 2>/dev/null || echo unknown)", "dirty": $dirty,
  "machine": "$(uname -m)", "cpu": "${cpu:-unknown}", "nproc": $(nproc),
