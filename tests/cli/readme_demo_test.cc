@@ -5,9 +5,9 @@
 // (tokens, rungs, budgets, KL, MiB, FLOPs saved, pressure) must match exactly.
 // MOLT_TRACE_ROOT stands in for the source tree (a broken copy, to see this fail).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -30,18 +30,61 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-// The line with wall-clock figures replaced by "#".
-std::string mask(const std::string& line) {
-  static const std::regex ms(R"(\b\d+(\.\d+)? ms\b)");
-  static const std::regex stall(R"(stall ms max( [^)]*\)) +seam KL)");
-  static const std::regex number(R"( \d+(\.\d+)?)");
-  std::string out = std::regex_replace(line, ms, "# ms");
-  std::smatch m;
-  if (std::regex_search(out, m, stall)) {
-    const std::string figures = std::regex_replace(m[1].str(), number, " #");
-    out = m.prefix().str() + "stall ms max" + figures + "  seam KL" + m.suffix().str();
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_word(char c) {
+  return is_digit(c) || std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
+
+// The end of the number (digits, optionally "." and digits) starting at i, or i if none.
+size_t number_end(const std::string& s, size_t i) {
+  size_t j = i;
+  while (j < s.size() && is_digit(s[j])) ++j;
+  if (j == i) return i;
+  if (j + 1 < s.size() && s[j] == '.' && is_digit(s[j + 1])) {
+    ++j;
+    while (j < s.size() && is_digit(s[j])) ++j;
+  }
+  return j;
+}
+
+// Every number for which `masked(end)` holds becomes "#"; a number starts after a non-word
+// character (or with the line). Hand-written rather than std::regex: GCC 12's <regex> trips
+// -Wmaybe-uninitialized under the sanitizer presets.
+template <class Masked>
+std::string mask_numbers(const std::string& s, Masked masked) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t end = (i == 0 || !is_word(s[i - 1])) ? number_end(s, i) : i;
+    if (end > i && masked(end)) {
+      out += '#';
+    } else {
+      out.append(s, i, std::max(end, i + 1) - i);
+    }
+    i = std::max(end, i + 1);
   }
   return out;
+}
+
+// The line with wall-clock figures replaced by "#": every number followed by " ms", and every
+// figure of the stall column ("stall ms max 12.2 (l→m 5.4, …)"), whose padding varies with
+// their width.
+std::string mask(const std::string& line) {
+  std::string out = mask_numbers(line, [&](size_t end) {
+    return line.compare(end, 3, " ms") == 0 && (end + 3 == line.size() || !is_word(line[end + 3]));
+  });
+  const std::string head = "stall ms max";
+  const size_t at = out.find(head);
+  if (at == std::string::npos) return out;
+  const size_t from = at + head.size(), close = out.find(')', from);
+  if (from >= out.size() || out[from] != ' ' || close == std::string::npos) return out;
+  size_t kl = close + 1;
+  while (kl < out.size() && out[kl] == ' ') ++kl;
+  if (kl == close + 1 || out.compare(kl, 7, "seam KL") != 0) return out;
+  const std::string column = out.substr(from, close + 1 - from);
+  const std::string figures = mask_numbers(column, [](size_t) { return true; });
+  return out.substr(0, from) + figures + "  " + out.substr(kl);
 }
 
 // The first ```text block after the "What `make demo` shows" heading.
