@@ -6,7 +6,8 @@
 #   FUZZ_RUNS=1000000 FUZZ_SECONDS=1800 scripts/fuzz.sh   # a campaign: each harness stops at
 #                                     # FUZZ_RUNS executions or FUZZ_SECONDS, whichever is first
 # Findings land in build-fuzz/artifacts/<harness>/; see README "Fuzzing" for what to do next.
-# The run's table (executions, corpus, edges covered, CPU seconds) goes to build-fuzz/summary.md.
+# The run's table (executions, corpus, edges covered, CPU seconds) goes to build-fuzz/summary.md
+# (FUZZ_SUMMARY names another file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +42,7 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
-summary=$build/summary.md
+summary=${FUZZ_SUMMARY:-$build/summary.md}  # several campaigns at once each need their own
 mkdir -p "$build"
 {
   echo "| harness | executions | exec/s | corpus (files) | edges (cov) | features (ft) | CPU s | result |"
