@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -32,6 +33,16 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+#ifdef MOLT_SOURCE_DIR
+// The tree a page-trace test reads: MOLT_TRACE_ROOT (a deliberately broken copy, to watch the
+// test fail) or the source tree.
+inline std::filesystem::path trace_root() {
+  const char* r = std::getenv("MOLT_TRACE_ROOT");
+  return r != nullptr && *r != 0 ? std::filesystem::path(r)
+                                 : std::filesystem::path(MOLT_SOURCE_DIR);
+}
+#endif
 
 struct CommandResult {
   int exit_code = -1;

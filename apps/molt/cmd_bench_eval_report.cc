@@ -1,32 +1,19 @@
 // molt bench eval-collect | eval-report: models/tiny-ladder/eval.json from the runs of
 // tools/tiny-ladder/evaluate.sh, and EVAL.md (plus the README blocks that quote the ladder)
 // from it.
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
 #include "molt/bench/eval_report.h"
 #include "molt/bench/generated_block.h"
 #include "molt/bench/ladder_card.h"
+#include "molt/bench/needles.h"
 #include "molt/common/error.h"
+#include "molt/formats/atomic_file.h"
 
 namespace molt::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  if (!(f << text) || !f.flush()) fail("cannot write {}", p.string());
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("cannot read {}", p.string());
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct ReportArgs {
   std::string in, out;
@@ -34,11 +21,12 @@ struct ReportArgs {
 };
 
 void report(const ReportArgs& a) {
-  write(a.out, eval_report(a.in));
+  write_file_atomically(a.out, eval_report(a.in));
   if (a.fill.empty()) return;
   std::map<std::string, std::string> bodies = eval_blocks(a.in);
   bodies.merge(ladder_card_blocks(fs::path(a.in).parent_path() / "ladder.json"));
-  for (const std::string& f : a.fill) write(f, fill_generated_blocks(read(f), bodies, f));
+  for (const std::string& f : a.fill)
+    write_file_atomically(f, fill_generated_blocks(read_text_file(f), bodies, f));
 }
 
 const bool registered = register_command([](CLI::App& root) {
@@ -56,8 +44,8 @@ const bool registered = register_command([](CLI::App& root) {
     c->add_option("--out", *out, "eval.json to write (its training records are kept)")->required();
     c->callback([runs, ladder, training, out] {
       const nlohmann::json previous =
-          fs::exists(*out) ? nlohmann::json::parse(read(*out)) : nlohmann::json();
-      write(*out, eval_collect(*runs, *ladder, *training, previous).dump(1) + "\n");
+          fs::exists(*out) ? nlohmann::json::parse(read_text_file(*out)) : nlohmann::json();
+      write_file_atomically(*out, eval_collect(*runs, *ladder, *training, previous).dump(1) + "\n");
     });
   }
   {

@@ -1,30 +1,17 @@
 // molt bench transfer-report | transfer-routes: models/tiny-ladder/TRANSFER.md from the runs of
 // tools/tiny-ladder/routes.sh (maps/eval/) and the maps' metadata, and ladder.json's routes
 // from the routes it fitted.
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
+#include "molt/bench/needles.h"
 #include "molt/bench/transfer_report.h"
 #include "molt/common/error.h"
+#include "molt/formats/atomic_file.h"
 
 namespace molt::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary);
-  if (!(f << text) || !f.flush()) fail("cannot write {}", p.string());
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail("cannot read {}", p.string());
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 struct Args {
   std::string ladder, routes, out;
@@ -43,9 +30,9 @@ const bool registered = register_command([](CLI::App& root) {
                   "folder of their own, in its order)");
     r->add_option("--out", a->out, "page to write")->required();
     r->callback([a] {
-      write(a->out,
-            transfer_report(a->ladder, a->routes.empty() ? fitted_routes(a->ladder)
-                                                         : parse_transfer_routes(a->routes)));
+      write_file_atomically(
+          a->out, transfer_report(a->ladder, a->routes.empty() ? fitted_routes(a->ladder)
+                                                               : parse_transfer_routes(a->routes)));
     });
   }
   {
@@ -57,8 +44,8 @@ const bool registered = register_command([](CLI::App& root) {
         ->required();
     r->callback([a] {
       const fs::path file = fs::path(a->ladder) / "ladder.json";
-      const nlohmann::ordered_json m = nlohmann::ordered_json::parse(read(file));
-      write(
+      const nlohmann::ordered_json m = nlohmann::ordered_json::parse(read_text_file(file));
+      write_file_atomically(
           file,
           transfer_routes(m, parse_transfer_routes(a->routes)).dump(2, ' ', /*ensure_ascii=*/true) +
               "\n");

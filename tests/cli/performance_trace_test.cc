@@ -23,8 +23,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 fs::path root() {
-  const char* r = std::getenv("MOLT_TRACE_ROOT");
-  return r != nullptr && *r != 0 ? fs::path(r) : fs::path(MOLT_SOURCE_DIR);
+  return test::trace_root();
 }
 fs::path figures() {
   return root() / "docs" / "figures" / "performance";

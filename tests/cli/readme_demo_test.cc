@@ -19,8 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path root() {
-  const char* r = std::getenv("MOLT_TRACE_ROOT");
-  return r != nullptr && *r != 0 ? fs::path(r) : fs::path(MOLT_SOURCE_DIR);
+  return test::trace_root();
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

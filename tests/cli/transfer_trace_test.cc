@@ -24,8 +24,7 @@ using nlohmann::json;
 using test::run_molt;
 
 fs::path root() {
-  const char* r = std::getenv("MOLT_TRACE_ROOT");
-  return r != nullptr && *r != 0 ? fs::path(r) : fs::path(MOLT_SOURCE_DIR);
+  return test::trace_root();
 }
 fs::path ladder() {
   return root() / "models" / "tiny-ladder";
