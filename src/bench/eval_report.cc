@@ -9,6 +9,7 @@
 
 #include "molt/bench/ladder_card.h"
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/ladder/manifest.h"
 #include "molt/transfer/map_file.h"
 
@@ -22,16 +23,6 @@ namespace {
 // and the short needle context of DESIGN.md §6 that the README quotes.
 constexpr double kNeedleBar = 0.8;
 constexpr int64_t kShortNeedleContext = 700;
-
-json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) fail("eval-report: cannot read {}", p.string());
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    fail("eval-report: {}: {}", p.string(), e.what());
-  }
-}
 
 double num(const json& j, const char* key) {
   return j.at(key).get<double>();
@@ -256,7 +247,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
     const std::string stem = fs::absolute(r.path).lexically_relative(dir).generic_string();
     json e = json::object();
     const fs::path test_run = runs / (stem + ".test.json");
-    const json t = read_json(test_run);
+    const json t = read_json_file(test_run);
     expect_read(t, "model", r.path, test_run);
     expect_read(t, "file", test, test_run);
     if (!t.contains("after_prefix"))
@@ -268,7 +259,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
     e["after_prefix"] = t.at("after_prefix");
     const fs::path val_run = runs / (stem + ".validation.json");
     if (fs::exists(val_run)) {
-      const json v = read_json(val_run);
+      const json v = read_json_file(val_run);
       expect_read(v, "model", r.path, val_run);
       const fs::path text = v.at("file").get<std::string>();
       outside[text.filename().string()] = sha256_file(text);
@@ -278,7 +269,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
     for (const auto& f : fs::directory_iterator(runs)) {
       const std::string name = f.path().filename().string();
       if (!name.starts_with(stem + ".needle-") || f.path().extension() != ".json") continue;
-      const json n = read_json(f.path());
+      const json n = read_json_file(f.path());
       expect_read(n, "model", r.path, f.path());
       expect_read(n, "source", needle_file, f.path());
       acc[std::to_string(n.at("context").get<int64_t>())] = {
@@ -293,7 +284,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
     // the record the previous eval.json kept (a checkpoint is retrained only where its runs are).
     const fs::path state = training.empty() ? fs::path() : training / r.name / "state.json";
     if (!state.empty() && fs::exists(state)) {
-      const json st = read_json(state);
+      const json st = read_json_file(state);
       json t = json::object();
       for (const char* key : {"tokens", "step", "phase", "stage", "wall_s", "events", "sittings"}) {
         t[key] = st.value(key, json());
@@ -305,7 +296,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
     }
     out[r.name] = e;
   }
-  json p = read_json(runs / "run.json");
+  json p = read_json_file(runs / "run.json");
   for (const char* key : {"commit", "dirty", "date", "machine", "threads"}) {
     if (!p.contains(key)) fail("eval-collect: {} has no '{}'", (runs / "run.json").string(), key);
   }
@@ -316,7 +307,7 @@ json eval_collect(const fs::path& runs, const fs::path& manifest_file, const fs:
 }
 
 std::string eval_report(const fs::path& eval_json) {
-  const json ev = read_json(eval_json);
+  const json ev = read_json_file(eval_json);
   const fs::path dir = eval_json.parent_path();
   const auto rungs = rung_entries(ev, dir);
   // What every rung shares: the NLL windows and the needles per context, when recorded.
@@ -347,7 +338,7 @@ std::string eval_report(const fs::path& eval_json) {
 }
 
 std::map<std::string, std::string> eval_blocks(const fs::path& eval_json) {
-  const json ev = read_json(eval_json);
+  const json ev = read_json_file(eval_json);
   const fs::path dir = eval_json.parent_path();
   const LadderManifest manifest = LadderManifest::load(dir / "ladder.json");
   std::vector<std::string> acc;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/transfer/map_file.h"
 
 namespace fs = std::filesystem;
@@ -22,14 +23,8 @@ namespace {
 constexpr double kDenseDecodeTarget = 1.0, kQuantDecodeTarget = 0.85, kPrefillTarget = 0.85;
 constexpr double kNll8BitTolerance = 0.01, kNll4BitTolerance = 0.05;
 
-json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) fail("perf-report: cannot read {}", p.string());
-  return json::parse(f);
-}
-
 json read_json_or_null(const fs::path& p) {
-  return fs::exists(p) ? read_json(p) : json();
+  return fs::exists(p) ? read_json_file(p) : json();
 }
 
 std::vector<json> read_jsonl(const fs::path& p) {
@@ -357,7 +352,7 @@ json checkpoint_sha256(const fs::path& dir) {
 }
 
 std::string performance_report(const fs::path& dir) {
-  const json run = read_json(dir / "run.json"), sgemm = read_json(dir / "sgemm.json");
+  const json run = read_json_file(dir / "run.json"), sgemm = read_json_file(dir / "sgemm.json");
   const std::vector<json> dec = read_jsonl(dir / "decode.jsonl"),
                           nll = read_jsonl(dir / "nll.jsonl");
   if (dec.empty()) fail("perf-report: {} has no decode rows", (dir / "decode.jsonl").string());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/transfer/map_file.h"
 
 namespace fs = std::filesystem;
@@ -25,12 +26,6 @@ void add_files(json& out, const fs::path& base, const fs::path& dir, bool all) {
     const fs::path name = base.empty() ? p : p.lexically_relative(base);
     out[name.generic_string()] = sha256_file(p);
   }
-}
-
-json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) fail("switch-report: cannot read {}", p.string());
-  return json::parse(f);
 }
 
 struct Figures {
@@ -131,7 +126,7 @@ json switch_provenance(const Ladder& ladder, int from, int to) {
 }
 
 std::string switch_report(const fs::path& dir) {
-  const json run = read_json(dir / "run.json");
+  const json run = read_json_file(dir / "run.json");
   const json &b0 = run.at("bandwidth_before"), &b1 = run.at("bandwidth_after");
   std::string md = fmt::format(
       "# Switch cost: molt vs re-prefill\n\n"
@@ -163,7 +158,7 @@ std::string switch_report(const fs::path& dir) {
                   f);
   }
   const fs::path transfer = dir / "real-transfer-1024.json";
-  const json t = fs::exists(transfer) ? read_json(transfer) : json();
+  const json t = fs::exists(transfer) ? read_json_file(transfer) : json();
   const std::string k =
       t.is_null() ? "" : fmt::format(", k = {} shape-only map", t.at("k").get<int>());
   for (const fs::path& p : glob(dir, "real-", ".jsonl")) {

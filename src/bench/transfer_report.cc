@@ -8,6 +8,7 @@
 
 #include "molt/bench/performance_report.h"
 #include "molt/common/error.h"
+#include "molt/formats/hf_config.h"
 #include "molt/transfer/map_file.h"
 
 namespace fs = std::filesystem;
@@ -18,16 +19,6 @@ namespace molt {
 namespace {
 
 constexpr const char* kInt8 = "-int8";  // a precision rung's name: its parent's plus this
-
-json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) fail("transfer-report: cannot read {}", p.string());
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    fail("transfer-report: {}: {}", p.string(), e.what());
-  }
-}
 
 double num(const json& j, const char* key) {
   return j.at(key).get<double>();
@@ -48,9 +39,9 @@ struct Runs {
 };
 
 Runs read_runs(const fs::path& eval, const std::string& name) {
-  Runs r{read_json(eval / (name + ".transfer.json")), json(), {}};
+  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), {}};
   const fs::path depth = eval / (name + ".depth-remap.json");
-  if (fs::exists(depth)) r.depth = read_json(depth);
+  if (fs::exists(depth)) r.depth = read_json_file(depth);
   const std::string prefix = name + ".needle-";
   for (const auto& e : fs::directory_iterator(eval)) {
     const std::string f = e.path().filename().string();
@@ -59,7 +50,7 @@ Runs read_runs(const fs::path& eval, const std::string& name) {
     if (ctx.empty() ||
         !std::all_of(ctx.begin(), ctx.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;  // not <name>.needle-<context>.json: no run of routes.sh
-    r.needles.emplace_back(std::stoll(ctx), read_json(e.path()));
+    r.needles.emplace_back(std::stoll(ctx), read_json_file(e.path()));
   }
   std::sort(r.needles.begin(), r.needles.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -236,7 +227,7 @@ std::vector<TransferRoute> parse_transfer_routes(const std::string& text) {
 
 std::vector<TransferRoute> fitted_routes(const fs::path& ladder) {
   std::vector<TransferRoute> out;
-  const json m = read_json(ladder / "ladder.json");
+  const json m = read_json_file(ladder / "ladder.json");
   for (const json& r : m.value("routes", json::array())) {
     TransferRoute t{r.at("from").get<std::string>(), r.at("to").get<std::string>()};
     if (r.value("maps", "") == "maps/" + t.name()) out.push_back(t);
@@ -250,7 +241,7 @@ std::string transfer_report(const fs::path& ladder, const std::vector<TransferRo
   // The carried prefix, as the runs recorded it (one figure when every route shares it).
   std::vector<int64_t> prefixes;
   for (const TransferRoute& r : routes) {
-    prefixes.push_back(read_json(ladder / "maps" / "eval" / (r.name() + ".transfer.json"))
+    prefixes.push_back(read_json_file(ladder / "maps" / "eval" / (r.name() + ".transfer.json"))
                            .at("prefix")
                            .get<int64_t>());
   }
