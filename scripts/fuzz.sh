@@ -26,7 +26,7 @@ declare -A dict=(
   [safetensors]=safetensors [safetensors_index]=safetensors [hf_config]=hf_config
   [generation_config]=hf_config [tokenizer_json]=tokenizer [vocab_merges]=tokenizer
   [tiktoken]=tokenizer [chat_template]=chat [ladder_manifest]=ladder [pressure_trace]=ladder
-  [map_meta]=map [map_index]=map [options]=options [server_request]=server
+  [map_meta]=map [map_index]=map [token_floor]=map [options]=options [server_request]=server
 )
 
 if [[ $# -gt 0 ]]; then

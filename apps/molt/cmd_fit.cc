@@ -28,6 +28,7 @@ namespace {
 struct FitArgs {
   std::string from, to, corpus, corpus_ids, out;
   std::string k = "auto";
+  std::string embed_tokens = "auto";
   std::string method = "ridge";
   std::string shard;
   double lambda = 0.01;
@@ -35,6 +36,7 @@ struct FitArgs {
   int64_t heldout_every = 10, select_windows = 4;
   int threads = 2;
   bool keep_stats = false;
+  bool no_floor = false;
   // merge / report
   std::string dir, merge_out, merge_method, merge_k;
   double merge_lambda = -1;
@@ -100,6 +102,19 @@ void run_fit(const FitArgs& a) {
   o.recompute_layers = a.recompute;
   o.heldout_every = a.heldout_every;
   o.select_windows = a.select_windows;
+  o.token_identity = !a.no_floor;
+  if (a.method != "ridge") {
+    o.embed_tokens = 0;  // the callback refused an explicit --embed-tokens
+  } else if (a.embed_tokens == "auto") {
+    o.embed_tokens = kAutoEmbedTokens;
+  } else {
+    const std::string& e = a.embed_tokens;
+    const auto r = std::from_chars(e.data(), e.data() + e.size(), o.embed_tokens);
+    if (e.empty() || r.ec != std::errc() || r.ptr != e.data() + e.size() || o.embed_tokens < 0 ||
+        o.embed_tokens > 16) {
+      fail("--embed-tokens: '{}' is not auto or an integer in 0..16", e);
+    }
+  }
   if (!a.shard.empty()) {
     // I/N, both decimal (std::regex here tripped GCC 12's maybe-uninitialized under ASan).
     const std::string& sh = a.shard;
@@ -322,6 +337,9 @@ const bool registered = register_command([](CLI::App& root) {
   f->add_option("--out", a->out, "output directory (map.safetensors + index.json)");
   f->add_option("--k", a->k,
                 "sender layers per receiver layer: N, all, or auto (by held-out prefix NLL)");
+  f->add_option("--embed-tokens", a->embed_tokens,
+                "ridge inputs gain the receiver's embeddings of the token and the N − 1 before "
+                "it: N in 0..16, or auto (0, 1 or 3, chosen with k by held-out prefix NLL)");
   f->add_option("--lambda", a->lambda, "ridge λ on the centred input covariance")
       ->check(CLI::NonNegativeNumber);
   f->add_option("--sequences", a->sequences, "calibration windows")->check(CLI::PositiveNumber);
@@ -339,11 +357,17 @@ const bool registered = register_command([](CLI::App& root) {
       ->check(CLI::PositiveNumber);
   f->add_option("--shard", a->shard, "I/N: accumulate only this shard's windows, write statistics");
   f->add_flag("--keep-stats", a->keep_stats, "also write the statistics file");
+  f->add_flag("--no-floor", a->no_floor,
+              "no token-identity floor beside the map (a map fitted only to be compared with)");
   f->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   f->callback([a, f] {
     if (!f->get_subcommands().empty()) return;
     // A flag the method does not read is an error, not silently dropped.
     const bool k = f->count("--k") > 0, lambda = f->count("--lambda") > 0;
+    if (a->method != "ridge" && f->count("--embed-tokens") > 0) {
+      fail("--embed-tokens does not apply to --method {} (token features are ridge inputs)",
+           a->method);
+    }
     if (a->method == "diagonal" && (k || lambda)) {
       fail(
           "{} does not apply to --method diagonal (receiver layer j reads sender layer j, "

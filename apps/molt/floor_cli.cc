@@ -91,6 +91,10 @@ TokenFloor resolve_floor(const FloorFlags& f, const std::filesystem::path& dir,
 std::optional<TokenFloor> floor_from_fit(const RouteStats& stats, const FitOptions& o,
                                          const Model& receiver, const std::string& corpus_sha256,
                                          const std::string& out) {
+  if (!o.token_identity) {
+    fmt::print("no token-identity floor (--no-floor)\n");
+    return std::nullopt;
+  }
   if (stats.layout.token_vocab <= 0) {
     fmt::print(
         "no token-identity floor: the vocabulary is too large for per-token sums during the "

@@ -146,13 +146,20 @@ std::string checksum_line(const Runs& r) {
       fmt::join(without, ", "));
 }
 
-// The depth-remap map is fitted for comparison only; say where it was when it is not shipped.
+// The depth-remap map is fitted for comparison only: committed under maps/ablations/, never a
+// route. Say where it is, and say so when a run read one that is not committed.
 std::string depth_line(const json& depth, const std::string& name) {
   if (!is_run(depth)) return "";
   const fs::path maps = depth.at("maps").get<std::string>();
   if (maps.filename() == name && maps.parent_path().filename() == "maps") return "";
+  if (maps.filename() == name + "-depth" && maps.parent_path().filename() == "ablations") {
+    return fmt::format(
+        "- depth remap: map `maps/ablations/{}-depth` (k = 1, the proportional sender layer), "
+        "fitted on the same calibration windows for this comparison only\n",
+        name);
+  }
   return fmt::format(
-      "- depth remap: map `{}`, fitted by routes.sh into its work folder for this comparison and "
+      "- depth remap: map `{}`, fitted by routes.sh outside the ladder for this comparison and "
       "not committed\n",
       maps.filename().string());
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "molt/common/error.h"
+#include "molt/transfer/embed_features.h"
 #include "molt/transfer/map_file.h"
 #include "molt/transfer/rope_sandwich.h"
 #include "molt/transfer/transfer.h"
@@ -28,9 +29,10 @@ void affine(const float* x, int64_t n, int64_t in, const std::vector<float>& w,
               1.0f, out, static_cast<int>(m));
 }
 
-// Concatenates the rows of the source layers: X[i] = [L_s0[i], L_s1[i], ...].
-void gather(const std::vector<const float*>& layers, int64_t n, int64_t width, float* x) {
-  const int64_t in = static_cast<int64_t>(layers.size()) * width;
+// Concatenates the rows of the source layers: X[i] = [L_s0[i], L_s1[i], ...] (X's rows are
+// `in` wide; the columns after the sources' are left to the caller).
+void gather(const std::vector<const float*>& layers, int64_t n, int64_t width, int64_t in,
+            float* x) {
   for (int64_t i = 0; i < n; ++i) {
     for (size_t s = 0; s < layers.size(); ++s) {
       std::memcpy(x + i * in + static_cast<int64_t>(s) * width, layers[s] + i * width,
@@ -77,6 +79,12 @@ class LinearCacheMap final : public CacheMap {
     if (a > 0 && static_cast<int64_t>(tokens.size()) != n) {
       fail("transfer: anchors need the {} token ids of the cache, got {}", n, tokens.size());
     }
+    const int64_t lags = map_.features.embed_tokens;
+    if (lags > 0 && static_cast<int64_t>(tokens.size()) != n) {
+      fail(
+          "transfer: this map reads token features and needs the {} token ids of the cache, got {}",
+          n, tokens.size());
+    }
     const BoundaryMap* boundary = nullptr;
     if (r > 0) {
       for (const BoundaryMap& b : map_.boundaries) {
@@ -115,6 +123,9 @@ class LinearCacheMap final : public CacheMap {
       }
       const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
       std::vector<std::vector<float>> k_plain(static_cast<size_t>(gs.n_layers));
+      const int64_t hr = gr.hidden_size;
+      const std::vector<float> embeddings =
+          lags > 0 ? normed_embeddings(receiver, tokens) : std::vector<float>();
       // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
       // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
       // region), instead of a team synchronising around every small GEMM.
@@ -139,7 +150,13 @@ class LinearCacheMap final : public CacheMap {
           }
           const int64_t in = keys ? L.k_in() : L.v_in();
           x.resize(static_cast<size_t>(n * in));
-          gather(parts, n, kvs, x.data());
+          gather(parts, n, kvs, in, x.data());
+          if (lags > 0) {
+            const int64_t at = in - L.embed_in;  // the features follow the sender's inputs
+            for (int64_t i = 0; i < n; ++i) {
+              embed_features(embeddings, hr, lags, i, x.data() + i * in + at);
+            }
+          }
           if (keys) {
             float* k = dst.k(j).data();
             affine(x.data(), n, in, L.k_weight, L.k_bias, k);
@@ -207,8 +224,15 @@ void validate(const MapData& m) {
     return static_cast<int64_t>(v.size()) == n;
   };
   const int64_t kvr = gr.kv_dim(), kvs = gs.kv_dim();
+  if (m.features.embed_tokens < 0 || (diagonal && m.features.embed_tokens > 0)) {
+    fail("map: {} token features for a {} map", m.features.embed_tokens, m.method);
+  }
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     const LayerMap& L = m.layers[j];
+    if (!diagonal && L.embed_in != m.features.embed_tokens * gr.hidden_size) {
+      fail("map: receiver layer {} reads {} token-feature inputs, the features say {}", j,
+           L.embed_in, m.features.embed_tokens * gr.hidden_size);
+    }
     for (const auto* list : {&L.k_sources, &L.v_sources}) {
       if (list->empty()) fail("map: receiver layer {} has no source layers", j);
       for (int64_t s : *list) {

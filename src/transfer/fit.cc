@@ -7,6 +7,7 @@
 
 #include "molt/common/error.h"
 #include "molt/transfer/corpus.h"
+#include "molt/transfer/embed_features.h"
 #include "molt/transfer/eval.h"
 #include "molt/transfer/ridge.h"
 #include "molt/transfer/rope_sandwich.h"
@@ -43,6 +44,23 @@ std::vector<double> layer_rows(const KVCache& c, const RopeSpec& rope, bool keys
       double* dst = &out[i * width + l * kv];
       for (int64_t c2 = 0; c2 < kv; ++c2) dst[c2] = row[c2];
     }
+  }
+  return out;
+}
+
+// Rows of the sender's channels widened by the layout's token features (embed_features.h).
+std::vector<double> with_features(std::vector<double> x, const StatsLayout& layout,
+                                  const Model& receiver, std::span<const int32_t> ids,
+                                  const std::vector<int64_t>& pos) {
+  if (layout.embed_tokens == 0) return x;
+  const int64_t R = static_cast<int64_t>(pos.size());
+  const int64_t w = layout.sender.n_layers * layout.sender.kv_dim(), dx = layout.x_dim();
+  const int64_t H = layout.receiver.hidden_size;
+  const std::vector<float> e = normed_embeddings(receiver, ids);
+  std::vector<double> out(static_cast<size_t>(R * dx));
+  for (int64_t i = 0; i < R; ++i) {
+    std::copy_n(x.data() + i * w, w, out.data() + i * dx);
+    embed_features(e, H, layout.embed_tokens, pos[i], out.data() + i * dx + w);
   }
   return out;
 }
@@ -91,7 +109,8 @@ struct LayerSolve {
 };
 
 LayerSolve solve_layers(const Moments& train, const Moments& eval,
-                        const std::vector<std::vector<int64_t>>& sources, int64_t kvs, int64_t kvr,
+                        const std::vector<std::vector<int64_t>>& sources,
+                        const std::vector<int64_t>& features, int64_t kvs, int64_t kvr,
                         double lambda, const char* what) {
   LayerSolve out;
   const int64_t L = static_cast<int64_t>(sources.size());
@@ -100,7 +119,8 @@ LayerSolve solve_layers(const Moments& train, const Moments& eval,
   std::map<std::vector<int64_t>, std::vector<int64_t>> groups;
   for (int64_t j = 0; j < L; ++j) groups[sources[j]].push_back(j);
   for (const auto& [src, layers] : groups) {
-    const std::vector<int64_t> xi = source_channels(src, kvs);
+    std::vector<int64_t> xi = source_channels(src, kvs);
+    xi.insert(xi.end(), features.begin(), features.end());
     std::vector<int64_t> yi;
     for (int64_t j : layers) {
       for (int64_t c = 0; c < kvr; ++c) yi.push_back(j * kvr + c);
@@ -162,6 +182,7 @@ nlohmann::json FitOptions::settings() const {
           {"select_windows", select_windows},
           {"shard_count", shard_count},
           {"token_identity", token_identity},
+          {"embed_tokens", embed_tokens},
           {"sender", sender_name},
           {"receiver", receiver_name},
           {"corpus", corpus_name},
@@ -185,6 +206,7 @@ FitOptions fit_options_from_settings(const nlohmann::json& s) {
     o.select_windows = s.at("select_windows").get<int64_t>();
     o.shard_count = s.at("shard_count").get<int64_t>();
     o.token_identity = s.at("token_identity").get<bool>();
+    o.embed_tokens = s.value("embed_tokens", int64_t{0});  // absent before token features
     o.sender_name = s.at("sender").get<std::string>();
     o.receiver_name = s.at("receiver").get<std::string>();
     o.corpus_name = s.at("corpus").get<std::string>();
@@ -215,6 +237,13 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
         l.sender.n_layers, l.sender.n_kv_heads, l.sender.head_dim, l.receiver.n_layers,
         l.receiver.n_kv_heads, l.receiver.head_dim);
   }
+  if (o.embed_tokens != kAutoEmbedTokens && (o.embed_tokens < 0 || o.embed_tokens > 16)) {
+    fail("--embed-tokens {} must be in 0..16 or auto", o.embed_tokens);
+  }
+  if (o.method != "ridge" && o.embed_tokens > 0) {
+    fail("--embed-tokens applies to --method ridge only (not {})", o.method);
+  }
+  if (o.method == "ridge") l.embed_tokens = o.embed_tokens == kAutoEmbedTokens ? 3 : o.embed_tokens;
   if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
     fail("--recompute-layers {} must be in [0, {}] (the receiver's layers)", o.recompute_layers,
          l.receiver.n_layers);
@@ -245,10 +274,12 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   for (int64_t p = 0; p < T; p += stride) pos.push_back(p);
   const int64_t R = static_cast<int64_t>(pos.size());
 
-  const std::vector<double> xk = layer_rows(sc, sender.rope(), true, pos);
+  const std::vector<double> xk =
+      with_features(layer_rows(sc, sender.rope(), true, pos), layout, receiver, ids, pos);
   const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos);
   split.k.add(xk.data(), yk.data(), R);
-  const std::vector<double> xv = layer_rows(sc, sender.rope(), false, pos);
+  const std::vector<double> xv =
+      with_features(layer_rows(sc, sender.rope(), false, pos), layout, receiver, ids, pos);
   const std::vector<double> yv = layer_rows(rc, receiver.rope(), false, pos);
   split.v.add(xv.data(), yv.data(), R);
   for (size_t b = 0; b < layout.boundaries.size(); ++b) {
@@ -325,25 +356,30 @@ namespace {
 struct SolvedLayers {
   std::vector<std::vector<int64_t>> k_sources, v_sources;
   LayerSolve k, v;
+  int64_t embed_in = 0;  // token-feature inputs of every layer map
 };
 
 SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held,
                            std::vector<std::vector<int64_t>> k_sources,
-                           std::vector<std::vector<int64_t>> v_sources, int64_t kvs, int64_t kvr,
+                           std::vector<std::vector<int64_t>> v_sources,
+                           const std::vector<int64_t>& features, int64_t kvs, int64_t kvr,
                            double lambda) {
   SolvedLayers s;
-  s.k = solve_layers(train.k, held.k, k_sources, kvs, kvr, lambda, "keys");
-  s.v = solve_layers(train.v, held.v, v_sources, kvs, kvr, lambda, "values");
+  s.k = solve_layers(train.k, held.k, k_sources, features, kvs, kvr, lambda, "keys");
+  s.v = solve_layers(train.v, held.v, v_sources, features, kvs, kvr, lambda, "values");
+  s.embed_in = static_cast<int64_t>(features.size());
   s.k_sources = std::move(k_sources);
   s.v_sources = std::move(v_sources);
   return s;
 }
 
 void store_layers(const SolvedLayers& s, MapData& map) {
+  map.features.embed_tokens = s.embed_in / map.receiver.geometry.hidden_size;
   for (size_t j = 0; j < map.layers.size(); ++j) {
     LayerMap& L = map.layers[j];
     L.k_sources = s.k_sources[j];
     L.v_sources = s.v_sources[j];
+    L.embed_in = s.embed_in;
     L.k_weight = to_f32(s.k.fits[j].w);
     L.k_bias = to_f32(s.k.fits[j].b);
     L.v_weight = to_f32(s.v.fits[j].w);
@@ -379,10 +415,10 @@ std::vector<std::vector<double>> single_source_r2(const Moments& train, const Mo
 
 // Which candidate's map gives the receiver the lowest NLL after a transferred prefix of the
 // held-out windows; fills each candidate's "heldout_nll" / "nll_gap".
-size_t choose_by_prefix_nll(const std::vector<MapData>& cands, const std::vector<int64_t>& ks,
-                            const RouteStats& st, const Model& sender, const Model& receiver,
-                            int64_t prefix, nlohmann::json& candidates, const FitLog& log,
-                            double* native_nll) {
+size_t choose_by_prefix_nll(const std::vector<MapData>& cands,
+                            const std::vector<std::string>& labels, const RouteStats& st,
+                            const Model& sender, const Model& receiver, int64_t prefix,
+                            nlohmann::json& candidates, const FitLog& log, double* native_nll) {
   if (st.select_windows.empty()) {
     fail(
         "choosing k needs held-out windows (--heldout-every > 0 and enough --sequences); "
@@ -395,19 +431,18 @@ size_t choose_by_prefix_nll(const std::vector<MapData>& cands, const std::vector
   for (size_t c = 0; c < cands.size(); ++c) {
     maps.push_back(CacheMap::from_data(cands[c]));
     const CacheMap* mp = maps.back().get();
-    conds.push_back(
-        {fmt::format("k={}", ks[c]),
-         [mp, &sender, &receiver](const KVCache& s, std::span<const int32_t> t, KVCache& d) {
-           mp->apply(sender, s, receiver, t, TransferOptions{}, d);
-         }});
+    conds.push_back({labels[c], [mp, &sender, &receiver](const KVCache& s,
+                                                         std::span<const int32_t> t, KVCache& d) {
+                       mp->apply(sender, s, receiver, t, TransferOptions{}, d);
+                     }});
   }
   const TransferEval ev = evaluate_transfer(sender, receiver, windows, prefix, conds, false);
   size_t best = 0;
   for (size_t c = 0; c < cands.size(); ++c) {
     candidates[c]["heldout_nll"] = ev.conditions[c].nll;
     candidates[c]["nll_gap"] = ev.conditions[c].nll_gap;
-    say(log, fmt::format("k = {:2}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)",
-                         ks[c], ev.conditions[c].nll, ev.conditions[c].nll_gap));
+    say(log, fmt::format("{}: held-out prefix-KV NLL {:.4f} (gap {:+.4f} vs re-reading)", labels[c],
+                         ev.conditions[c].nll, ev.conditions[c].nll_gap));
     if (ev.conditions[c].nll < ev.conditions[best].nll) best = c;
   }
   *native_nll = ev.native_nll;
@@ -419,7 +454,15 @@ size_t choose_by_prefix_nll(const std::vector<MapData>& cands, const std::vector
 MapData solve_route(const RouteStats& st, const Model& sender, const Model& receiver,
                     const FitOptions& o, const FitLog& log) {
   const StatsLayout& lay = st.layout;
-  if (!(lay == make_layout(sender, receiver, o))) {
+  // Statistics with more token features solve fewer (a subset of their channels); auto tries
+  // the counts they hold.
+  StatsLayout want = make_layout(sender, receiver, o);
+  if (o.embed_tokens != kAutoEmbedTokens && lay.embed_tokens < want.embed_tokens) {
+    fail("statistics hold {} token features, --embed-tokens {} needs {}: collect them again",
+         lay.embed_tokens, want.embed_tokens, want.embed_tokens);
+  }
+  want.embed_tokens = lay.embed_tokens;
+  if (!(lay == want)) {
     fail("statistics were collected for another route, or for {} maps and cannot give {} ({})",
          lay.kind, o.method, lay.to_json().dump());
   }
@@ -465,7 +508,7 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     std::vector<std::vector<int64_t>> src(Lr);
     for (int64_t j = 0; j < Lr; ++j)
       src[j] = {std::min<int64_t>(Ls - 1, (2 * j + 1) * Ls / (2 * Lr))};
-    const SolvedLayers s = solve_sources(train, held, src, src, kvs, kvr, o.lambda);
+    const SolvedLayers s = solve_sources(train, held, src, src, {}, kvs, kvr, o.lambda);
     store_layers(s, map);
     res_k = s.k.residuals;
     res_v = s.v.residuals;
@@ -488,33 +531,54 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
       }
       ks.push_back(Ls);
     }
+    // Token-feature counts to try with each k (the layout holds up to lay.embed_tokens).
+    std::vector<int64_t> es;
+    if (o.embed_tokens == kAutoEmbedTokens) {
+      for (int64_t e : {0, 1, 3}) {
+        if (e <= lay.embed_tokens) es.push_back(e);
+      }
+    } else {
+      es = {o.embed_tokens};
+    }
+    const int64_t H = lay.receiver.hidden_size;
     std::vector<MapData> cands;
     std::vector<SolvedLayers> solved;
+    std::vector<std::string> labels;
+    std::vector<std::pair<int64_t, int64_t>> pairs;  // (k, embed_tokens) of each candidate
     nlohmann::json candidates = nlohmann::json::array();
-    for (int64_t k : ks) {
-      std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
-      for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
-      solved.push_back(solve_sources(train, held, sk, sv, kvs, kvr, o.lambda));
-      MapData m = map;
-      store_layers(solved.back(), m);
-      cands.push_back(std::move(m));
-      const Residual tk = total(solved.back().k.residuals), tv = total(solved.back().v.residuals);
-      say(log,
-          fmt::format("k = {:2}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})", k,
-                      tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
-      candidates.push_back(
-          {{"k", k}, {"k_residual", residual_json(tk)}, {"v_residual", residual_json(tv)}});
+    for (int64_t e : es) {
+      const std::vector<int64_t> features = channel_range(Ls * kvs, e * H);
+      for (int64_t k : ks) {
+        std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
+        for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
+        solved.push_back(solve_sources(train, held, sk, sv, features, kvs, kvr, o.lambda));
+        MapData m = map;
+        store_layers(solved.back(), m);
+        cands.push_back(std::move(m));
+        pairs.emplace_back(k, e);
+        labels.push_back(es.size() > 1 || e > 0 ? fmt::format("k = {:2}, {} token features", k, e)
+                                                : fmt::format("k = {:2}", k));
+        const Residual tk = total(solved.back().k.residuals), tv = total(solved.back().v.residuals);
+        say(log,
+            fmt::format("{}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                        labels.back(), tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
+        candidates.push_back({{"k", k},
+                              {"embed_tokens", e},
+                              {"k_residual", residual_json(tk)},
+                              {"v_residual", residual_json(tv)}});
+      }
     }
     size_t best = 0;
     if (cands.size() > 1) {
       const int64_t prefix = o.seq_len * 3 / 4;
       double native = 0;
-      best =
-          choose_by_prefix_nll(cands, ks, st, sender, receiver, prefix, candidates, log, &native);
+      best = choose_by_prefix_nll(cands, labels, st, sender, receiver, prefix, candidates, log,
+                                  &native);
       info["k_chosen_by"] = fmt::format(
           "lowest held-out prefix-KV NLL: the receiver's NLL on the tokens after a transferred "
-          "prefix of {} tokens, {} held-out windows of {}, over candidates k = {}",
-          prefix, st.select_windows.size(), o.seq_len, fmt::join(ks, ", "));
+          "prefix of {} tokens, {} held-out windows of {}, over candidates k = {}{}",
+          prefix, st.select_windows.size(), o.seq_len, fmt::join(ks, ", "),
+          es.size() > 1 ? fmt::format(" × token features {}", fmt::join(es, ", ")) : "");
       info["select_native_nll"] = native;
     } else {
       info["k_chosen_by"] = o.k > 0 ? "given (--k)" : "the only candidate";
@@ -522,7 +586,7 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     store_layers(solved[best], map);
     res_k = solved[best].k.residuals;
     res_v = solved[best].v.residuals;
-    info["k"] = ks[best];
+    info["k"] = pairs[best].first;
     info["k_candidates"] = candidates;
   }
   if (o.method != "diagonal") {
@@ -534,8 +598,15 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
   }
   info["input"] = o.method == "diagonal"
                       ? "the same layer's channel (keys un-rotated at the sender's RoPE)"
-                      : "all KV heads of the listed sender layers, concatenated in ascending layer "
-                        "order, keys un-rotated at the sender's RoPE angles";
+                  : map.features.embed_tokens > 0
+                      ? fmt::format(
+                            "all KV heads of the listed sender layers, concatenated in "
+                            "ascending layer order, keys un-rotated at the sender's RoPE "
+                            "angles; then the receiver's RMS-normalised embeddings of the "
+                            "token and the {} before it (zeros before position 0)",
+                            map.features.embed_tokens - 1)
+                      : "all KV heads of the listed sender layers, concatenated in ascending "
+                        "layer order, keys un-rotated at the sender's RoPE angles";
 
   // Selective recompute: boundary maps.
   nlohmann::json boundary_res = nlohmann::json::array();

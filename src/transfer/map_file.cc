@@ -22,8 +22,11 @@ constexpr const char* kIndexFile = "index.json";
 constexpr const char* kRopeStyle = "rotate-half";  // Hugging Face / Qwen2 RoPE
 
 // Metadata keys the reader interprets itself; the rest go to MapData::info.
-const char* const kStructuralKeys[] = {"format",   "format_version", "method",  "sender",
-                                       "receiver", "sources",        "boundary"};
+const char* const kStructuralKeys[] = {"format",   "format_version", "method",   "sender",
+                                       "receiver", "sources",        "boundary", "features"};
+
+// Largest embed_tokens a map may declare (lags beyond t − 2 were measured to add nothing).
+constexpr int64_t kMaxEmbedTokens = 16;
 
 std::span<const std::byte> as_bytes(const float* p, size_t n) {
   return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
@@ -200,10 +203,10 @@ std::string verify_entry(const std::filesystem::path& dir, const nlohmann::json&
 }  // namespace
 
 int64_t LayerMap::k_in() const {
-  return static_cast<int64_t>(k_sources.size()) * kv_s;
+  return static_cast<int64_t>(k_sources.size()) * kv_s + embed_in;
 }
 int64_t LayerMap::v_in() const {
-  return static_cast<int64_t>(v_sources.size()) * kv_s;
+  return static_cast<int64_t>(v_sources.size()) * kv_s + embed_in;
 }
 
 RungSpec RungSpec::from_json(const nlohmann::json& j, const char* side) {
@@ -319,6 +322,7 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map,
   meta["receiver"] = map.receiver.to_json().dump();
   meta["sources"] = nlohmann::json{{"k", src_k}, {"v", src_v}}.dump();
   meta["boundary"] = boundary.dump();
+  meta["features"] = map.features.to_json().dump();
 
   // The map and its index appear together or not at all (a reader never meets an index whose
   // files are incomplete); within the staging folder the index is still written last.
@@ -351,18 +355,23 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   };
   if (get("format") != "molt-kv-map")
     fail("{}: format '{}' is not molt-kv-map", file.string(), get("format"));
-  if (get("format_version") != std::to_string(kMapFormatVersion)) {
-    fail("{}: format_version {} is not supported (this molt reads {})", file.string(),
-         get("format_version"), kMapFormatVersion);
+  int version = 0;
+  for (int v = kMinMapFormatVersion; v <= kMapFormatVersion; ++v) {
+    if (get("format_version") == std::to_string(v)) version = v;
+  }
+  if (version == 0) {
+    fail("{}: format_version {} is not supported (this molt reads {} to {})", file.string(),
+         get("format_version"), kMinMapFormatVersion, kMapFormatVersion);
   }
   MapData map;
-  nlohmann::json sources, boundary;
+  nlohmann::json sources, boundary, features = nlohmann::json::object();
   try {
     map.method = get("method");
     map.sender = rung_from_json(parse_json_text(get("sender"), "'sender'"), "sender");
     map.receiver = rung_from_json(parse_json_text(get("receiver"), "'receiver'"), "receiver");
     sources = parse_json_text(get("sources"), "'sources'");
     boundary = parse_json_text(get("boundary"), "'boundary'");
+    if (version >= 2) features = parse_json_text(get("features"), "'features'");
   } catch (const nlohmann::json::exception& e) {
     fail("{}: __metadata__: {}", file.string(), e.what());
   } catch (const Error& e) {
@@ -381,6 +390,22 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   const CacheGeometry& gr = map.receiver.geometry;
   const int64_t hd = gr.head_dim, kvr = gr.kv_dim(), kvs = gs.kv_dim();
   const bool diagonal = map.method == "diagonal";
+  if (!features.is_object()) {
+    fail("{}: __metadata__ 'features' is a JSON {}, expected an object", file.string(),
+         features.type_name());
+  }
+  if (features.contains("embed_tokens")) {
+    const nlohmann::json& e = features["embed_tokens"];
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > kMaxEmbedTokens ||
+        (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(kMaxEmbedTokens))) {
+      fail("{}: __metadata__ 'features.embed_tokens' is {}, expected an integer in 0..{}",
+           file.string(), e.dump(), kMaxEmbedTokens);
+    }
+    map.features.embed_tokens = e.get<int64_t>();
+  }
+  if (diagonal && map.features.embed_tokens > 0) {
+    fail("{}: a diagonal map takes no token features", file.string());
+  }
   if (diagonal && kvs != kvr) fail("{}: a diagonal map needs equal KV widths", file.string());
   if (!sources.is_object() || !sources.contains("k") || !sources.contains("v") ||
       !sources["k"].is_array() || !sources["v"].is_array() ||
@@ -393,6 +418,7 @@ MapData read_map_dir(const std::filesystem::path& dir) {
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     LayerMap& L = map.layers[static_cast<size_t>(j)];
     L.kv_s = kvs;
+    L.embed_in = map.features.embed_tokens * gr.hidden_size;
     for (const char kv : {'k', 'v'}) {
       (kv == 'k' ? L.k_sources : L.v_sources) =
           layer_list(sources[std::string(1, kv)][static_cast<size_t>(j)], gs.n_layers,

@@ -83,7 +83,7 @@ CacheGeometry geometry_from(const nlohmann::json& j) {
 }
 
 void init_split(SplitStats& s, const StatsLayout& l) {
-  const int64_t dx = l.sender.n_layers * l.sender.kv_dim();
+  const int64_t dx = l.x_dim();
   const int64_t dy = l.receiver.n_layers * l.receiver.kv_dim();
   s.sequences = 0;
   s.k.reset(dx, dy, l.diagonal());
@@ -125,11 +125,9 @@ nlohmann::json StatsLayout::to_json() const {
   nlohmann::json b = nlohmann::json::array();
   for (const BoundarySpec& s : boundaries)
     b.push_back({{"r", s.r}, {"sender_hidden", s.sender_hidden}});
-  return {{"kind", kind},
-          {"sender", geometry_json(sender)},
-          {"receiver", geometry_json(receiver)},
-          {"boundaries", b},
-          {"token_vocab", token_vocab}};
+  return {
+      {"kind", kind},    {"sender", geometry_json(sender)}, {"receiver", geometry_json(receiver)},
+      {"boundaries", b}, {"token_vocab", token_vocab},      {"embed_tokens", embed_tokens}};
 }
 
 StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& source) {
@@ -142,6 +140,9 @@ StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& s
       l.boundaries.push_back({b.at("r").get<int64_t>(), b.at("sender_hidden").get<int64_t>()});
     }
     l.token_vocab = j.at("token_vocab").get<int64_t>();
+    l.embed_tokens = j.value("embed_tokens", int64_t{0});  // absent before token features
+    if (l.embed_tokens < 0 || l.embed_tokens > 16)
+      fail("{}: layout: embed_tokens {}", source, l.embed_tokens);
     return l;
   } catch (const nlohmann::json::exception& e) {
     fail("{}: layout: {}", source, e.what());

@@ -110,17 +110,24 @@ TEST(TransferTrace, RunsRecordTheCommittedFiles) {
             << "the floor changed since measured";
         ++checked;
       }
-      if (!run.contains("sha256"))
-        continue;  // measured before the runs recorded it (the page says)
-      // The recorded map folder is the committed one unless it was fitted for comparison only.
+      if (run.value("conditions", json::array()).empty()) continue;  // nothing was measured
+      ASSERT_TRUE(run.contains("sha256")) << "the run records no checksums: re-run it";
+      // The recorded map folder is the route's, or its depth-remap comparison under ablations/;
+      // both are committed.
       const fs::path recorded = run.at("maps").get<std::string>();
-      const bool committed_maps =
-          recorded.filename() == route.name() && recorded.parent_path().filename() == "maps";
-      const std::vector<std::pair<std::string, fs::path>> roles = {
-          {"from", rung_path(route.from)},
-          {"to", rung_path(route.to)},
-          {"maps", committed_maps ? maps : fs::path()},
-          {"input", ladder() / "data"}};
+      fs::path read_maps;
+      if (recorded.filename() == route.name() && recorded.parent_path().filename() == "maps") {
+        read_maps = maps;
+      } else if (recorded.filename() == route.name() + "-depth" &&
+                 recorded.parent_path().filename() == "ablations") {
+        read_maps = ladder() / "maps" / "ablations" / (route.name() + "-depth");
+        EXPECT_NO_THROW(verify_map_index_entry(read_maps, "map.safetensors"));
+      }
+      ASSERT_FALSE(read_maps.empty()) << recorded << " is not a committed map folder";
+      const std::vector<std::pair<std::string, fs::path>> roles = {{"from", rung_path(route.from)},
+                                                                   {"to", rung_path(route.to)},
+                                                                   {"maps", read_maps},
+                                                                   {"input", ladder() / "data"}};
       for (const auto& [role, dir] : roles) {
         if (dir.empty()) continue;
         for (const auto& [name, sha] : run.at("sha256").at(role).items()) {

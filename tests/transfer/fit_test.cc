@@ -7,8 +7,10 @@
 #include <fstream>
 
 #include "molt/common/error.h"
+#include "molt/formats/safetensors.h"
 #include "molt/transfer/corpus.h"
 #include "molt/transfer/eval.h"
+#include "molt/transfer/rope_sandwich.h"
 #include "molt/transfer/token_floor.h"
 #include "molt/transfer/transfer.h"
 #include "route_fixture.h"
@@ -143,6 +145,132 @@ TEST_F(Fit, TokenIdentityFloorIsExactWhereKvDependOnTheTokenAlone) {
   EXPECT_LT(layers[0]["v_token_identity"]["rel_rms"].get<double>(), 1e-5);
   // Deeper layers depend on context: the floor leaves a residual there.
   EXPECT_GT(layers[1]["v_token_identity"]["rel_rms"].get<double>(), 1e-3);
+}
+
+// Token features (issue 21): fitted, stored in a version-2 map file, read back and applied as
+// the formula says, checked against a reference built here from the model's own parts.
+TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
+  FitOptions o = small_options();
+  o.k = 1;
+  o.embed_tokens = 2;
+  const RouteStats st = collect(*big_, *small_, corpus_, o);
+  EXPECT_EQ(st.layout.embed_tokens, 2);
+  EXPECT_EQ(st.train.k.dim_x, 3 * big_cfg_.kv_dim() + 2 * small_cfg_.hidden_size);
+  const MapData data = solve_route(st, *big_, *small_, o);
+  const int64_t H = small_cfg_.hidden_size, kvs = big_cfg_.kv_dim(), kvr = small_cfg_.kv_dim();
+  EXPECT_EQ(data.features.embed_tokens, 2);
+  for (const LayerMap& L : data.layers) {
+    EXPECT_EQ(L.embed_in, 2 * H);
+    EXPECT_EQ(static_cast<int64_t>(L.k_weight.size()), kvr * (kvs + 2 * H));
+    EXPECT_EQ(static_cast<int64_t>(L.v_weight.size()), kvr * (kvs + 2 * H));
+  }
+  EXPECT_EQ(data.info["k_candidates"][0]["embed_tokens"].get<int64_t>(), 2);
+  EXPECT_NE(data.info["input"].get<std::string>().find("embeddings"), std::string::npos);
+
+  // Round trip through the map file: version 2, features in the metadata, weights bit for bit.
+  test::TempDir d;
+  write_map_dir(d / "map", data);
+  auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
+  EXPECT_EQ(header->metadata().at("format_version"), "2");
+  EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
+            (nlohmann::json{{"embed_tokens", 2}}));
+  const MapData back = read_map_dir(d / "map");
+  EXPECT_EQ(back.features.embed_tokens, 2);
+  for (size_t j = 0; j < back.layers.size(); ++j) {
+    EXPECT_EQ(back.layers[j].embed_in, 2 * H);
+    EXPECT_EQ(back.layers[j].k_weight, data.layers[j].k_weight) << j;
+    EXPECT_EQ(back.layers[j].v_bias, data.layers[j].v_bias) << j;
+  }
+
+  // Applied to one window: receiver layer j's key at p is W [K_s(p) un-rotated, ê(t_p),
+  // ê(t_{p−1}) or 0] + b, rotated at the receiver's angles; ê = e / rms(e) of the receiver's
+  // embedding row.
+  auto map = CacheMap::load(d / "map", *big_, *small_);
+  const int64_t T = 24;
+  const std::vector<int32_t> ids = test::random_ids(T, 97, 31);
+  KVCache src = big_->new_cache(T), dst = small_->new_cache(T);
+  big_->forward(ids, src, {});
+  map->apply(*big_, src, *small_, ids, {}, dst);
+  std::vector<float> emb(static_cast<size_t>(T * H));
+  small_->embed(ids, emb);
+  std::vector<double> normed(emb.size());
+  for (int64_t p = 0; p < T; ++p) {
+    double ss = 0;
+    for (int64_t c = 0; c < H; ++c) ss += double(emb[p * H + c]) * emb[p * H + c];
+    const double inv = 1.0 / std::sqrt(ss / double(H) + small_cfg_.rms_norm_eps);
+    for (int64_t c = 0; c < H; ++c) normed[p * H + c] = emb[p * H + c] * inv;
+  }
+  for (int64_t j = 0; j < 2; ++j) {
+    const LayerMap& L = back.layers[j];
+    const int64_t s = L.k_sources.at(0), in = kvs + 2 * H;
+    std::vector<float> ks(src.k(s).begin(), src.k(s).begin() + T * kvs);
+    unrotate_keys(big_->rope(), ks.data(), T, big_cfg_.num_key_value_heads);
+    std::vector<float> want(static_cast<size_t>(T * kvr));
+    for (int64_t p = 0; p < T; ++p) {
+      for (int64_t o2 = 0; o2 < kvr; ++o2) {
+        double y = L.k_bias[o2];
+        const float* w = L.k_weight.data() + o2 * in;
+        for (int64_t c = 0; c < kvs; ++c) y += double(w[c]) * ks[p * kvs + c];
+        for (int64_t lag = 0; lag < 2 && p - lag >= 0; ++lag) {
+          for (int64_t c = 0; c < H; ++c)
+            y += double(w[kvs + lag * H + c]) * normed[(p - lag) * H + c];
+        }
+        want[p * kvr + o2] = static_cast<float>(y);
+      }
+    }
+    rotate_keys(small_->rope(), want.data(), T, small_cfg_.num_key_value_heads);
+    EXPECT_LT(test::max_abs_diff(dst.k(j), want, T * kvr), 1e-4 * test::max_abs(want, T * kvr))
+        << "layer " << j;
+  }
+  // Without the token ids the map cannot build its features: refused, not guessed.
+  KVCache dst2 = small_->new_cache(T);
+  EXPECT_THROW(map->apply(*big_, src, *small_, {}, {}, dst2), Error);
+}
+
+TEST_F(Fit, TokenFeaturesMakeTheFirstLayerExactAndAreChosenByHeldOutNll) {
+  // Receiver layer 0's un-rotated K and V are affine in the normed embedding of the token
+  // (RMSNorm, then the projections): with the token's own feature the ridge reproduces them.
+  FitOptions o = small_options();
+  o.k = 1;
+  o.lambda = 1e-9;
+  o.embed_tokens = kAutoEmbedTokens;
+  const RouteStats st = collect(*big_, *small_, corpus_, o);
+  EXPECT_EQ(st.layout.embed_tokens, 3);
+  const MapData data = solve_route(st, *big_, *small_, o);
+  const auto& cands = data.info["k_candidates"];
+  ASSERT_EQ(cands.size(), 3u);  // k = 1 with 0, 1 and 3 token features
+  double best = 1e30;
+  int64_t best_e = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const int64_t want_e[] = {0, 1, 3};
+    EXPECT_EQ(cands[i]["embed_tokens"].get<int64_t>(), want_e[i]);
+    ASSERT_TRUE(cands[i].contains("heldout_nll")) << cands[i].dump();
+    if (cands[i]["heldout_nll"].get<double>() < best) {
+      best = cands[i]["heldout_nll"];
+      best_e = cands[i]["embed_tokens"];
+    }
+  }
+  EXPECT_EQ(data.features.embed_tokens, best_e);
+  FitOptions one = o;
+  one.embed_tokens = 1;
+  const MapData exact = solve_route(collect(*big_, *small_, corpus_, one), *big_, *small_, one);
+  const auto& layer0 = exact.info["residuals"]["layers"][0];
+  EXPECT_LT(layer0["k"]["rel_rms"].get<double>(), 1e-3);
+  EXPECT_LT(layer0["v"]["rel_rms"].get<double>(), 1e-3);
+  FitOptions none = o;
+  none.embed_tokens = 0;
+  const MapData without = solve_route(collect(*big_, *small_, corpus_, none), *big_, *small_, none);
+  EXPECT_GT(without.info["residuals"]["layers"][0]["v"]["rel_rms"].get<double>(), 1e-2);
+}
+
+TEST_F(Fit, TokenFeaturesApplyToRidgeOnly) {
+  FitOptions o = small_options();
+  o.method = "depth-remap";
+  o.embed_tokens = 1;
+  EXPECT_THROW(make_layout(*big_, *small_, o), Error);
+  o.method = "ridge";
+  o.embed_tokens = 17;
+  EXPECT_THROW(make_layout(*big_, *small_, o), Error);
 }
 
 TEST_F(Fit, DepthRemapReadsTheProportionalLayer) {

@@ -4,6 +4,8 @@
 #                       prefix NLL, boundary maps for recompute r = 1, 2), each with its
 #                       token-identity floor (floor.safetensors: the receiver's mean K/V per
 #                       token id over the calibration windows, never the evaluation text)
+#   maps/ablations/     <from>-<to>-depth: the depth-remap map (k = 1, the proportional sender
+#                       layer) the ridge maps are compared with; committed, never a route
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
 #                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
@@ -14,7 +16,8 @@
 # Knobs: SEQUENCES (calibration windows, default 300), THREADS (2), ROUTES ("l:m m:s l:s"),
 # MOLT (the binary, build/molt), FLOORS_ONLY=1 (keep the shipped maps and int8 rung byte for
 # byte: fit only their floors with `molt fit floor` on the maps' own calibration windows, then
-# re-run the evaluations that show the floors).
+# re-run the evaluations that show the floors), ABLATIONS_ONLY=1 (keep every shipped file: fit
+# the depth-remap maps into maps/ablations and re-run only their evaluations).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,6 +29,7 @@ SEQUENCES="${SEQUENCES:-300}"
 THREADS="${THREADS:-2}"
 ROUTES="${ROUTES:-l:l-int8 l:m m:s l:s}"
 FLOORS_ONLY="${FLOORS_ONLY:-0}"
+ABLATIONS_ONLY="${ABLATIONS_ONLY:-0}"
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -41,10 +45,10 @@ with open(sys.argv[2], "w", encoding="utf-8") as out:
         out.write(json.loads(line)["text"] + "\n\n")
 PY
 fi
-mkdir -p "$ladder/maps/eval" "$work/maps"
+mkdir -p "$ladder/maps/eval" "$ladder/maps/ablations" "$work/maps"
 
 # The precision rung: l at int8 (per output channel), the route from l re-aligned diagonally.
-if [[ " $ROUTES " == *" l:l-int8 "* && "$FLOORS_ONLY" != 1 ]]; then
+if [[ " $ROUTES " == *" l:l-int8 "* && "$FLOORS_ONLY" != 1 && "$ABLATIONS_ONLY" != 1 ]]; then
   rm -rf "$ladder/l-int8"
   "$molt" quantize --model "$ladder/l" --out "$ladder/l-int8" --int8 --group-size 0 >&2
   "$py" - "$ladder/ladder.json" <<'PY'
@@ -66,7 +70,19 @@ for route in $ROUTES; do
   # recompute or anchors to compare.
   eval_extra=(--recompute-layers 1,2 --anchors 16) needle_extra=(--recompute-layers 2)
   [[ "$to" == "$from-int8" ]] && eval_extra=() needle_extra=()
-  if [[ "$FLOORS_ONLY" == 1 ]]; then
+  # The depth-remap comparison: fitted on the same calibration windows, evaluated without floors.
+  depth_ablation() {
+    local dir="$ladder/maps/ablations/$name-depth"
+    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
+      --sequences "$SEQUENCES" --seq-len 1024 --no-floor --threads "$THREADS" --out "$dir" >&2
+    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$dir" \
+      --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --no-floors \
+      --threads "$THREADS" --json > "$ladder/maps/eval/$name.depth-remap.json"
+  }
+  if [[ "$ABLATIONS_ONLY" == 1 ]]; then
+    [[ "$to" == "$from-int8" ]] || depth_ablation
+    continue
+  elif [[ "$FLOORS_ONLY" == 1 ]]; then
     "$molt" fit floor "$ladder/maps/$name" --to "$ladder/$to" --corpus "$calib" \
       --threads "$THREADS" >&2
   elif [[ "$to" == "$from-int8" ]]; then
@@ -78,13 +94,7 @@ for route in $ROUTES; do
     /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
       --k auto --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 \
       --threads "$THREADS" --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
-    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
-      --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
-      --out "$work/maps/$name-depth" >&2
-    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" \
-      --maps "$work/maps/$name-depth" --text-file "$test_txt" --prefix 768 --continuation 256 \
-      --windows 16 --no-floors --threads "$THREADS" --json \
-      > "$ladder/maps/eval/$name.depth-remap.json"
+    depth_ablation
   fi
   # The floors' means come from the map directory's floor.safetensors (calibration text).
   "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \

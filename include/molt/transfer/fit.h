@@ -17,6 +17,9 @@
 //     solves). k comes from --k, or from candidates 1, 2, 4, 8, 16, all (those ≤ L_s): each
 //     candidate's maps are applied to held-out windows and the one with the lowest receiver
 //     NLL on the text after the transferred prefix (first ¾ of the window) wins.
+//     With token features (--embed-tokens), every candidate k is tried with each feature count
+//     (0, 1, 3 when chosen automatically): the inputs gain the receiver's RMS-normalised
+//     embeddings of the row's token and the ones before it, and the same NLL picks the pair.
 //     depth-remap: receiver layer j reads sender layer ⌊(j + ½)·L_s / L_r⌋ alone (k = 1).
 //     diagonal: same geometry; per layer and channel y = a·x + b by least squares.
 //  4. Selective recompute (--recompute-layers R): for each r = 1..R, a centred ridge from the
@@ -40,6 +43,8 @@ namespace molt {
 
 class TokenStream;
 
+constexpr int64_t kAutoEmbedTokens = -1;
+
 struct FitOptions {
   std::string method = "ridge";  // ridge | depth-remap | diagonal
   int64_t k = 0;                 // 0: auto; > 0: top-k (clamped to L_s)
@@ -50,6 +55,10 @@ struct FitOptions {
   int64_t select_windows = 4;                // held-out windows used to choose k
   int64_t shard_index = 0, shard_count = 1;  // 0-based shard of shard_count
   bool token_identity = true;  // keep per-token sums (floor residuals) when small enough
+  // ridge: token features after the sender's inputs (embed_features.h): 0 none, N the
+  // receiver's normed embeddings of the token and the N − 1 before it, kAutoEmbedTokens: chosen
+  // with k by held-out prefix NLL among 0, 1 and 3.
+  int64_t embed_tokens = 0;
   std::string sender_name, receiver_name, corpus_name;  // names written into the map
   // Where they came from, so `molt fit merge` can reopen them.
   std::string sender_dir, receiver_dir, corpus_path;

@@ -6,14 +6,17 @@
 //     input = the concatenation, in ascending layer order, of all KV heads of the source
 //     layers listed in the metadata (keys un-rotated at the sender's angles); the output keys
 //     are un-rotated and get the receiver's rotation after the map.
+//     With token features (format_version 2, metadata "features": {"embed_tokens": n}), each
+//     weight has n · hidden_r more input columns after the sender's: the receiver's
+//     RMS-normalised embedding of the token and of the n − 1 before it (embed_features.h).
 //   diagonal:            layers.{j}.{k|v}.heads.{h}.scale / .offset  [head_dim]
 //   selective recompute: boundary.r{r}.weight [hidden_r, hidden_s], boundary.r{r}.bias [hidden_r]
 //     (receiver hidden state entering layer L_r − r from the sender's hidden state entering
 //     layer `sender_hidden`).
 // __metadata__ (strings; structured values are JSON): format, format_version, method, sender,
 // receiver (geometry + RoPE spec: theta, head_dim, style), sources ({"k": [[...]...], "v": ...}),
-// lambda, lambda_applied_to, k, k_chosen_by, k_candidates, calibration, corpus, residuals,
-// boundary, created_by.
+// features (version 2), lambda, lambda_applied_to, k, k_chosen_by, k_candidates, calibration,
+// corpus, residuals, boundary, created_by. Version 1 files (no features) still load.
 // index.json: {"format": "molt-map-index", "files": {"map.safetensors": {"sha256", "bytes"}}}.
 #pragma once
 
@@ -31,7 +34,8 @@ namespace molt {
 
 class Model;
 
-constexpr int kMapFormatVersion = 1;
+constexpr int kMapFormatVersion = 2;     // what is written
+constexpr int kMinMapFormatVersion = 1;  // the oldest still read (no "features")
 
 // One side of a route as the map file records it.
 struct RungSpec {
@@ -53,7 +57,14 @@ struct LayerMap {
   std::vector<float> k_scale, k_offset, v_scale, v_offset;
   int64_t k_in() const;
   int64_t v_in() const;
-  int64_t kv_s = 0;  // sender kv_dim (inputs per source layer)
+  int64_t kv_s = 0;      // sender kv_dim (inputs per source layer)
+  int64_t embed_in = 0;  // token-feature inputs after the sources' (embed_tokens · hidden_r)
+};
+
+// Inputs of a ridge map beyond the sender's cache.
+struct MapFeatures {
+  int64_t embed_tokens = 0;  // receiver embeddings of the token and the embed_tokens − 1 before
+  nlohmann::json to_json() const { return {{"embed_tokens", embed_tokens}}; }
 };
 
 struct BoundaryMap {
@@ -68,6 +79,7 @@ struct MapData {
   RungSpec sender, receiver;
   std::vector<LayerMap> layers;  // one per receiver layer
   std::vector<BoundaryMap> boundaries;
+  MapFeatures features;
   // Everything else the metadata carries (lambda, k, calibration, corpus, residuals, ...).
   nlohmann::json info = nlohmann::json::object();
 };

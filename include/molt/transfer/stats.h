@@ -50,6 +50,12 @@ struct StatsLayout {
   CacheGeometry sender, receiver;
   std::vector<BoundarySpec> boundaries;
   int64_t token_vocab = 0;  // > 0: per-token sums of the receiver's K/V (token-identity floor)
+  // Token features after the sender's inputs (embed_features.h): x gains embed_tokens ·
+  // hidden_r columns, the receiver's normed embeddings of the token and those before it.
+  int64_t embed_tokens = 0;
+  int64_t x_dim() const {
+    return sender.n_layers * sender.kv_dim() + embed_tokens * receiver.hidden_size;
+  }
 
   bool diagonal() const { return kind == "diagonal"; }
   nlohmann::json to_json() const;
@@ -59,6 +65,7 @@ struct StatsLayout {
 
 // Sums over the rows of one split (train or held-out).
 //   k: x = all sender layers' un-rotated keys, concatenated layer after layer (L_s·kv_s),
+//      then the token features (embed_tokens·hidden_r),
 //      y = all receiver layers' un-rotated keys (L_r·kv_r); v: the same for values.
 //   diagonal layout: x and y are layer-aligned and only per-channel products are kept.
 struct SplitStats {
