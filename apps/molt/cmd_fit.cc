@@ -38,7 +38,7 @@ struct FitArgs {
   bool keep_stats = false;
   bool no_floor = false;
   // merge / report
-  std::string dir, merge_out, merge_method, merge_k;
+  std::string dir, merge_out, merge_method, merge_k, merge_embed;
   double merge_lambda = -1;
   bool json = false;
 };
@@ -50,6 +50,17 @@ std::string stats_name(int64_t index, int64_t count) {
 void log_line(const std::string& s) {
   fmt::print("{}\n", s);
   std::fflush(stdout);  // the solve takes a while: show each line as it comes
+}
+
+// --embed-tokens: auto or an integer in 0..16.
+int64_t parse_embed_tokens(const std::string& e) {
+  if (e == "auto") return kAutoEmbedTokens;
+  int64_t n = -1;
+  const auto r = std::from_chars(e.data(), e.data() + e.size(), n);
+  if (e.empty() || r.ec != std::errc() || r.ptr != e.data() + e.size() || n < 0 || n > 16) {
+    fail("--embed-tokens: '{}' is not auto or an integer in 0..16", e);
+  }
+  return n;
 }
 
 int64_t parse_k(const std::string& k) {
@@ -105,15 +116,8 @@ void run_fit(const FitArgs& a) {
   o.token_identity = !a.no_floor;
   if (a.method != "ridge") {
     o.embed_tokens = 0;  // the callback refused an explicit --embed-tokens
-  } else if (a.embed_tokens == "auto") {
-    o.embed_tokens = kAutoEmbedTokens;
   } else {
-    const std::string& e = a.embed_tokens;
-    const auto r = std::from_chars(e.data(), e.data() + e.size(), o.embed_tokens);
-    if (e.empty() || r.ec != std::errc() || r.ptr != e.data() + e.size() || o.embed_tokens < 0 ||
-        o.embed_tokens > 16) {
-      fail("--embed-tokens: '{}' is not auto or an integer in 0..16", e);
-    }
+    o.embed_tokens = parse_embed_tokens(a.embed_tokens);
   }
   if (!a.shard.empty()) {
     // I/N, both decimal (std::regex here tripped GCC 12's maybe-uninitialized under ASan).
@@ -219,6 +223,8 @@ void run_merge(const FitArgs& a) {
   if (!a.merge_method.empty()) o.method = a.merge_method;
   if (!a.merge_k.empty()) o.k = parse_k(a.merge_k);
   if (a.merge_lambda >= 0) o.lambda = a.merge_lambda;
+  if (!a.merge_embed.empty()) o.embed_tokens = parse_embed_tokens(a.merge_embed);
+  if (o.method != "ridge") o.embed_tokens = 0;  // features are ridge inputs
   auto sender = Model::load(o.sender_dir);
   auto receiver = Model::load(o.receiver_dir);
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
@@ -226,8 +232,10 @@ void run_merge(const FitArgs& a) {
     map.info["corpus_sha256"] = sha256_file(o.corpus_path);
   const std::filesystem::path out = a.merge_out.empty() ? dir : std::filesystem::path(a.merge_out);
   write_map(out, map,
-            floor_from_fit(st, o, *receiver, map.info.value("corpus_sha256", std::string()),
-                           out.string()));
+            a.no_floor
+                ? std::nullopt
+                : floor_from_fit(st, o, *receiver, map.info.value("corpus_sha256", std::string()),
+                                 out.string()));
 }
 
 std::string rung_line(const RungSpec& r) {
@@ -251,6 +259,7 @@ void run_report(const FitArgs& a) {
     nlohmann::json sk = nlohmann::json::array(), sv = nlohmann::json::array();
     for (const LayerMap& L : map.layers) sk.push_back(L.k_sources), sv.push_back(L.v_sources);
     j["sources"] = {{"k", sk}, {"v", sv}};
+    j["features"] = map.features.to_json();
     j["checksum"] = "verified";
     j["token_identity_floor"] = floor_report(a.dir);
     fmt::print("{}\n", j.dump(2));
@@ -265,11 +274,21 @@ void run_report(const FitArgs& a) {
                                                 : stored["summary"].get<std::string>());
   if (info.contains("k"))
     fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
+  fmt::print("features  {}\n",
+             map.features.embed_tokens > 0
+                 ? fmt::format("the receiver's embeddings of the token and the {} before it ({} "
+                               "inputs per layer map after the sender's)",
+                               map.features.embed_tokens - 1,
+                               map.features.embed_tokens * map.receiver.geometry.hidden_size)
+                 : std::string("none (the sender's K/V only)"));
   if (info.contains("k_candidates")) {
     for (const auto& c : info["k_candidates"]) {
-      fmt::print("            k = {:>2}: held-out residual K {:.4f} V {:.4f}{}\n",
-                 c["k"].get<int64_t>(), c["k_residual"]["rel_rms"].get<double>(),
-                 c["v_residual"]["rel_rms"].get<double>(),
+      fmt::print("            k = {:>2}{}: held-out residual K {:.4f} V {:.4f}{}\n",
+                 c["k"].get<int64_t>(),
+                 c.contains("embed_tokens")
+                     ? fmt::format(", {} token features", c["embed_tokens"].get<int64_t>())
+                     : "",
+                 c["k_residual"]["rel_rms"].get<double>(), c["v_residual"]["rel_rms"].get<double>(),
                  c.contains("heldout_nll")
                      ? fmt::format(", prefix-KV NLL {:.4f} (gap {:+.4f})",
                                    c["heldout_nll"].get<double>(), c["nll_gap"].get<double>())
@@ -389,6 +408,9 @@ const bool registered = register_command([](CLI::App& root) {
       ->check(CLI::IsMember({"ridge", "depth-remap", "diagonal"}));
   m->add_option("--k", a->merge_k, "override k: N, all or auto");
   m->add_option("--lambda", a->merge_lambda, "override λ")->check(CLI::NonNegativeNumber);
+  m->add_option("--embed-tokens", a->merge_embed,
+                "override the token features: N (up to what the statistics hold) or auto");
+  m->add_flag("--no-floor", a->no_floor, "no token-identity floor beside the map");
   m->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   m->callback([a] { run_merge(*a); });
 

@@ -87,9 +87,11 @@ void run(const EvalArgs& a) {
                   {"nll", c.nll},
                   {"nll_gap", c.nll_gap},
                   {"transfer_kl", c.transfer_kl},
-                  {"seam_kl", c.seam_kl}});
+                  {"seam_kl", c.seam_kl},
+                  {"window_nll_gaps", c.window_gaps}});
   }
   j["conditions"] = cs;
+  j["features"] = map->data().features.to_json();
   if (a.json) {
     // The files measured on, checksummed after the measurement (as `molt bench decode` does).
     j["sha256"] = transfer_run_sha256(a.from, a.to, a.maps, file);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -34,14 +35,16 @@ std::string grouped(int64_t n) {
 // The run files of a route, by kind; a run that routes.sh stubbed ({"conditions": []}) counts
 // as none.
 struct Runs {
-  json transfer, depth;
+  json transfer, depth, reference;
   std::vector<std::pair<int64_t, json>> needles;  // by context
 };
 
 Runs read_runs(const fs::path& eval, const std::string& name) {
-  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), {}};
+  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), json(), {}};
   const fs::path depth = eval / (name + ".depth-remap.json");
   if (fs::exists(depth)) r.depth = read_json_file(depth);
+  const fs::path reference = eval / (name + ".reference-ridge.json");
+  if (fs::exists(reference)) r.reference = read_json_file(reference);
   const std::string prefix = name + ".needle-";
   for (const auto& e : fs::directory_iterator(eval)) {
     const std::string f = e.path().filename().string();
@@ -113,6 +116,13 @@ std::string map_lines(const fs::path& dir) {
       fmt::format("- map: {}, k = {} ({}), λ = {}; calibration {} windows of {} tokens\n",
                   map.method, i.at("k").dump(), i.at("k_chosen_by").get<std::string>(),
                   i.at("lambda").dump(), cal.at("train_windows").dump(), cal.at("seq_len").dump());
+  if (map.features.embed_tokens > 0) {
+    md += fmt::format(
+        "- token features: the receiver's RMS-normalised embeddings of the token and the {} "
+        "before it, {} more inputs per layer map\n",
+        map.features.embed_tokens - 1,
+        grouped(map.features.embed_tokens * map.receiver.geometry.hidden_size));
+  }
   if (!i.contains("residuals") || !i.at("residuals").contains("total")) return md;
   std::vector<std::string> parts;
   for (const auto& [k, v] : i.at("residuals").at("total").items()) {
@@ -136,6 +146,7 @@ std::string checksum_line(const Runs& r) {
   };
   check(r.transfer, "transfer");
   check(r.depth, "depth remap");
+  check(r.reference, "reference ridge");
   for (const auto& [ctx, n] : r.needles) check(n, fmt::format("needle @{}", ctx));
   if (without.empty()) {
     return "- every run records the SHA-256 of the rungs, the map folder and the text it read\n";
@@ -164,6 +175,30 @@ std::string depth_line(const json& depth, const std::string& name) {
       maps.filename().string());
 }
 
+// The map's per-window NLL gaps against another condition's on the same windows: mean ± s.e.
+// of the paired difference, and the ratio of the mean gaps. Empty when a run lacks them.
+std::string paired(const json& map, const json& other, const std::string& what) {
+  if (!map.contains("window_nll_gaps") || !other.contains("window_nll_gaps")) return "";
+  const auto a = map.at("window_nll_gaps").get<std::vector<double>>();
+  const auto b = other.at("window_nll_gaps").get<std::vector<double>>();
+  if (a.size() != b.size() || a.size() < 2) return "";
+  const double n = static_cast<double>(a.size());
+  double mean = 0, ss = 0;
+  for (size_t w = 0; w < a.size(); ++w) mean += (a[w] - b[w]) / n;
+  for (size_t w = 0; w < a.size(); ++w) ss += (a[w] - b[w] - mean) * (a[w] - b[w] - mean);
+  return fmt::format("map − {} {:+.4f} ± {:.4f} (gap ratio {:.2f}×)", what, mean,
+                     std::sqrt(ss / (n - 1) / n), num(map, "nll_gap") / num(other, "nll_gap"));
+}
+
+// The first condition whose name starts with `prefix`, or null.
+const json* condition(const json& run, const std::string& prefix) {
+  if (!is_run(run)) return nullptr;
+  for (const json& c : run.at("conditions")) {
+    if (c.at("condition").get<std::string>().starts_with(prefix)) return &c;
+  }
+  return nullptr;
+}
+
 std::string route_section(const fs::path& ladder, const TransferRoute& route) {
   const std::string name = route.name();
   const fs::path eval = ladder / "maps" / "eval";
@@ -173,6 +208,12 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
   md += map_lines(ladder / "maps" / name);
   md += floor_line(ev, (eval / (name + ".transfer.json")).string());
   md += depth_line(r.depth, name);
+  if (is_run(r.reference)) {
+    md += fmt::format(
+        "- reference ridge: map `maps/ablations/{}-ridge`, the route's ridge map before token "
+        "features (k = {}), evaluated on the same windows\n",
+        name, r.reference.at("k").dump());
+  }
   md += checksum_line(r);
   md += fmt::format(
       "- receiver native NLL {:.4f}, sender {:.4f}; {} windows, {} tokens scored\n\n"
@@ -185,11 +226,37 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
                        num(c, "nll_gap"), num(c, "transfer_kl"), num(c, "seam_kl"));
   };
   for (const json& c : ev.at("conditions")) md += row(c.at("condition").get<std::string>(), c);
+  if (r.reference.is_object() && r.reference.contains("conditions")) {
+    for (const json& c : r.reference.at("conditions")) {
+      const std::string cond = c.at("condition").get<std::string>();
+      md += row(cond.starts_with("map") ? "reference ridge (no token features)"
+                                        : "reference ridge, " + cond,
+                c);
+    }
+  }
   if (r.depth.is_object() && r.depth.contains("conditions")) {
     for (const json& c : r.depth.at("conditions")) {
       const std::string cond = c.at("condition").get<std::string>();
       md += row(cond.starts_with("map") ? "depth remap" : "depth remap, " + cond, c);
     }
+  }
+  // The shipped map against the floor and the reference, window by window.
+  std::vector<std::string> pairs;
+  if (const json* m = condition(ev, "map (")) {
+    if (const json* f = condition(ev, "token-identity")) {
+      const std::string p = paired(*m, *f, "token-identity floor");
+      if (!p.empty()) pairs.push_back(p);
+    }
+    if (const json* ref = condition(r.reference, "map (")) {
+      const std::string p = paired(*m, *ref, "reference ridge");
+      if (!p.empty()) pairs.push_back(p);
+    }
+  }
+  if (!pairs.empty()) {
+    md += "\n" +
+          wrapped(fmt::format("NLL gap, paired over the {} windows (mean ± s.e. of the per-window "
+                              "difference): {}.",
+                              ev.at("windows").get<int64_t>(), fmt::join(pairs, "; ")));
   }
   md += "\n| needle accuracy |";
   for (const auto& [ctx, n] : r.needles)

@@ -102,7 +102,8 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
       receiver.forward(feed, nat, ln);
     }
     const std::span<const float> native_seam_row(ln.data(), static_cast<size_t>(Vr));
-    native_nll += mean_nll(ln, targets, Vr) * static_cast<double>(n);
+    const double native_window = mean_nll(ln, targets, Vr);
+    native_nll += native_window * static_cast<double>(n);
     native_seam += kl_logits(sender_seam, native_seam_row, shared_vocab);
 
     std::vector<float> lc(static_cast<size_t>(n * Vr));
@@ -114,7 +115,9 @@ TransferEval evaluate_transfer(const Model& sender, const Model& receiver,
       }
       receiver.forward(feed, dst, lc);
       const std::span<const float> seam(lc.data(), static_cast<size_t>(Vr));
-      nll[c] += mean_nll(lc, targets, Vr) * static_cast<double>(n);
+      const double window = mean_nll(lc, targets, Vr);
+      nll[c] += window * static_cast<double>(n);
+      out.conditions[c].window_gaps.push_back(window - native_window);
       tkl[c] += kl_logits(native_seam_row, seam);
       skl[c] += kl_logits(sender_seam, seam, shared_vocab);
     }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -112,15 +113,16 @@ TEST(TransferTrace, RunsRecordTheCommittedFiles) {
       }
       if (run.value("conditions", json::array()).empty()) continue;  // nothing was measured
       ASSERT_TRUE(run.contains("sha256")) << "the run records no checksums: re-run it";
-      // The recorded map folder is the route's, or its depth-remap comparison under ablations/;
-      // both are committed.
+      // The recorded map folder is the route's, or one of its comparisons under ablations/ (the
+      // depth remap, the reference ridge); all are committed.
       const fs::path recorded = run.at("maps").get<std::string>();
       fs::path read_maps;
       if (recorded.filename() == route.name() && recorded.parent_path().filename() == "maps") {
         read_maps = maps;
-      } else if (recorded.filename() == route.name() + "-depth" &&
-                 recorded.parent_path().filename() == "ablations") {
-        read_maps = ladder() / "maps" / "ablations" / (route.name() + "-depth");
+      } else if (recorded.parent_path().filename() == "ablations" &&
+                 (recorded.filename() == route.name() + "-depth" ||
+                  recorded.filename() == route.name() + "-ridge")) {
+        read_maps = ladder() / "maps" / "ablations" / recorded.filename();
         EXPECT_NO_THROW(verify_map_index_entry(read_maps, "map.safetensors"));
       }
       ASSERT_FALSE(read_maps.empty()) << recorded << " is not a committed map folder";
@@ -139,6 +141,52 @@ TEST(TransferTrace, RunsRecordTheCommittedFiles) {
     }
     EXPECT_GT(checked, 0) << "no run of the route records a checksum";
   }
+}
+
+TEST(TransferTrace, PairedComparisonsAreThoseOfTheWindows) {
+  // The page's paired line, recomputed here from the per-window gaps the runs recorded.
+  const std::string page = test::read_file(ladder() / "TRANSFER.md");
+  int checked = 0;
+  for (const TransferRoute& route : fitted_routes(ladder())) {
+    SCOPED_TRACE(route.name());
+    const fs::path eval = ladder() / "maps" / "eval";
+    const json ev = json::parse(test::read_file(eval / (route.name() + ".transfer.json")));
+    const fs::path ref_file = eval / (route.name() + ".reference-ridge.json");
+    if (!fs::exists(ref_file)) continue;
+    const json ref = json::parse(test::read_file(ref_file));
+    if (ref.at("conditions").empty()) continue;
+    const json& map = ev.at("conditions").at(0);
+    ASSERT_TRUE(map.at("condition").get<std::string>().starts_with("map ("));
+    const auto find = [](const json& run, const std::string& prefix) {
+      for (const json& c : run.at("conditions")) {
+        if (c.at("condition").get<std::string>().starts_with(prefix)) return c;
+      }
+      return json();
+    };
+    for (const auto& [other, label] :
+         {std::pair{find(ev, "token-identity"), std::string("token-identity floor")},
+          std::pair{find(ref, "map ("), std::string("reference ridge")}}) {
+      ASSERT_TRUE(other.is_object()) << label;
+      const auto a = map.at("window_nll_gaps").get<std::vector<double>>();
+      const auto b = other.at("window_nll_gaps").get<std::vector<double>>();
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(static_cast<int64_t>(a.size()), ev.at("windows").get<int64_t>());
+      double mean = 0, ss = 0;
+      for (size_t w = 0; w < a.size(); ++w) mean += a[w] - b[w];
+      mean /= static_cast<double>(a.size());
+      for (size_t w = 0; w < a.size(); ++w) ss += std::pow(a[w] - b[w] - mean, 2);
+      const double n = static_cast<double>(a.size());
+      const std::string want = fmt::format(
+          "map − {} {:+.4f} ± {:.4f} (gap ratio {:.2f}×)", label, mean, std::sqrt(ss / (n - 1) / n),
+          map.at("nll_gap").get<double>() / other.at("nll_gap").get<double>());
+      // The page wraps lines: compare with its line breaks turned into spaces.
+      std::string flat = page;
+      std::replace(flat.begin(), flat.end(), '\n', ' ');
+      EXPECT_NE(flat.find(want), std::string::npos) << want << " is not on the page";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no route has a reference ridge run";
 }
 
 TEST(TransferTrace, MapRowOfTheCheapestRouteReproduces) {

@@ -7,8 +7,8 @@
 #     the committed test split, windows of 512 tokens;
 #   - after a 256-token prefix: own cache vs token-identity cache vs zero cache (the proof that
 #     the ladder uses context beyond token identity); the token-identity means are fitted on the
-#     calibration text (work/calibration.txt, FLOOR_WINDOWS windows of 1,024 tokens, default 150
-#     as the shipped maps), never on the test windows;
+#     calibration text (work/calibration.txt, FLOOR_WINDOWS windows of 1,024 tokens, default 150,
+#     as l → l-int8's map; the cross-size maps' floors use their own 300), never on the test windows;
 #   - native needle accuracy (the rung reads the whole prompt) on data/needles.jsonl at every
 #     context it holds, and the longest context still at >= 0.8.
 set -euo pipefail

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fits and evaluates the tiny ladder's KV maps (DESIGN.md §3, §6) with the C++ CLI:
-#   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge, k chosen by held-out
-#                       prefix NLL, boundary maps for recompute r = 1, 2), each with its
+#   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge, k and token features
+#                       chosen by held-out prefix NLL, boundary maps for recompute r = 1, 2), each with its
 #                       token-identity floor (floor.safetensors: the receiver's mean K/V per
 #                       token id over the calibration windows, never the evaluation text)
-#   maps/ablations/     <from>-<to>-depth: the depth-remap map (k = 1, the proportional sender
-#                       layer) the ridge maps are compared with; committed, never a route
+#   maps/ablations/     what the shipped maps are compared with, solved from the same
+#                       statistics: <from>-<to>-ridge, the ridge map without token features
+#                       (the reference), and <from>-<to>-depth, the depth remap (k = 1, the
+#                       proportional sender layer); committed, never a route
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
 #                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
@@ -17,7 +19,8 @@
 # MOLT (the binary, build/molt), FLOORS_ONLY=1 (keep the shipped maps and int8 rung byte for
 # byte: fit only their floors with `molt fit floor` on the maps' own calibration windows, then
 # re-run the evaluations that show the floors), ABLATIONS_ONLY=1 (keep every shipped file: fit
-# the depth-remap maps into maps/ablations and re-run only their evaluations).
+# the comparison maps into maps/ablations and re-run only their evaluations), REPORT_ROUTES
+# (the routes ladder.json and TRANSFER.md list; default ROUTES).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -30,6 +33,7 @@ THREADS="${THREADS:-2}"
 ROUTES="${ROUTES:-l:l-int8 l:m m:s l:s}"
 FLOORS_ONLY="${FLOORS_ONLY:-0}"
 ABLATIONS_ONLY="${ABLATIONS_ONLY:-0}"
+REPORT_ROUTES="${REPORT_ROUTES:-$ROUTES}"  # the routes ladder.json and TRANSFER.md list
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -70,17 +74,33 @@ for route in $ROUTES; do
   # recompute or anchors to compare.
   eval_extra=(--recompute-layers 1,2 --anchors 16) needle_extra=(--recompute-layers 2)
   [[ "$to" == "$from-int8" ]] && eval_extra=() needle_extra=()
-  # The depth-remap comparison: fitted on the same calibration windows, evaluated without floors.
-  depth_ablation() {
-    local dir="$ladder/maps/ablations/$name-depth"
-    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --method depth-remap \
-      --sequences "$SEQUENCES" --seq-len 1024 --no-floor --threads "$THREADS" --out "$dir" >&2
-    "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$dir" \
-      --text-file "$test_txt" --prefix 768 --continuation 256 --windows 16 --no-floors \
-      --threads "$THREADS" --json > "$ladder/maps/eval/$name.depth-remap.json"
+  # The comparisons, fitted on the same calibration windows as the shipped map (one set of
+  # statistics) and evaluated without floors: the ridge map without token features (the
+  # reference) and the depth remap.
+  ablations() {
+    local stats="$work/maps/$name-stats"
+    "$molt" fit merge "$stats" --embed-tokens 0 --no-floor --out "$ladder/maps/ablations/$name-ridge" >&2
+    "$molt" fit merge "$stats" --method depth-remap --no-floor --out "$ladder/maps/ablations/$name-depth" >&2
+    for kind in ridge:reference-ridge depth:depth-remap; do
+      "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" \
+        --maps "$ladder/maps/ablations/$name-${kind%%:*}" --text-file "$test_txt" --prefix 768 \
+        --continuation 256 --windows 16 --no-floors --threads "$THREADS" --json \
+        > "$ladder/maps/eval/$name.${kind##*:}.json"
+    done
+  }
+  # The calibration statistics of a ridge route, kept in the work folder (they re-solve the
+  # shipped map and its comparisons).
+  route_stats() {
+    /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
+      --k auto --embed-tokens auto --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 \
+      --keep-stats --threads "$THREADS" --out "$work/maps/$name-stats" 2>&1 |
+      tee "$work/maps/fit-$name.log" >&2
   }
   if [[ "$ABLATIONS_ONLY" == 1 ]]; then
-    [[ "$to" == "$from-int8" ]] || depth_ablation
+    if [[ "$to" != "$from-int8" ]]; then
+      [[ -f "$work/maps/$name-stats/stats-1-of-1.molt-stats" ]] || route_stats
+      ablations
+    fi
     continue
   elif [[ "$FLOORS_ONLY" == 1 ]]; then
     "$molt" fit floor "$ladder/maps/$name" --to "$ladder/$to" --corpus "$calib" \
@@ -90,11 +110,11 @@ for route in $ROUTES; do
       --method diagonal --sequences "$SEQUENCES" --seq-len 1024 --threads "$THREADS" \
       --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.depth-remap.json"
+    echo '{"conditions": []}' > "$ladder/maps/eval/$name.reference-ridge.json"
   else
-    /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
-      --k auto --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 \
-      --threads "$THREADS" --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
-    depth_ablation
+    route_stats
+    "$molt" fit merge "$work/maps/$name-stats" --out "$ladder/maps/$name" >&2
+    ablations
   fi
   # The floors' means come from the map directory's floor.safetensors (calibration text).
   "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
@@ -107,6 +127,6 @@ for route in $ROUTES; do
   done
 done
 
-"$molt" bench transfer-routes --ladder "$ladder" --routes "$ROUTES"
-"$molt" bench transfer-report --ladder "$ladder" --routes "$ROUTES" --out "$ladder/TRANSFER.md"
+"$molt" bench transfer-routes --ladder "$ladder" --routes "$REPORT_ROUTES"
+"$molt" bench transfer-report --ladder "$ladder" --routes "$REPORT_ROUTES" --out "$ladder/TRANSFER.md"
 echo "routes: done -> $ladder/maps, $ladder/ladder.json, $ladder/TRANSFER.md" >&2

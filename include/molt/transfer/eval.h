@@ -37,6 +37,9 @@ struct ConditionScore {
   double nll_gap = 0;
   double transfer_kl = 0;
   double seam_kl = 0;
+  // Per window: mean NLL(condition) − mean NLL(native) over its scored tokens, so two conditions
+  // (or a condition and a floor) can be compared pair by pair on the same windows.
+  std::vector<double> window_gaps;
 };
 
 struct TransferEval {
