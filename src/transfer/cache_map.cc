@@ -3,9 +3,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "molt/common/error.h"
+#include "molt/kernels/linear.h"
 #include "molt/transfer/embed_features.h"
 #include "molt/transfer/map_file.h"
 #include "molt/transfer/rope_sandwich.h"
@@ -41,9 +43,46 @@ void gather(const std::vector<const float*>& layers, int64_t n, int64_t width, i
   }
 }
 
+// out[n × m] = X[n × in] Wᵀ + b for 16-bit W (the kernels dequantise it in tiles for sgemm).
+void affine(const float* x, int64_t n, const WeightMatrix& w, const std::vector<float>& b,
+            float* out) {
+  matmul(w, x, n, out);
+  const int64_t m = w.rows;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < m; ++c) out[i * m + c] += b[c];
+  }
+}
+
 class LinearCacheMap final : public CacheMap {
  public:
-  explicit LinearCacheMap(MapData map) : map_(std::move(map)) {}
+  explicit LinearCacheMap(MapData map) : map_(std::move(map)) {
+    if (map_.weight_dtype != DType::BF16) return;
+    // BF16 maps stay at 16 bits once loaded (what the runtime budgets for: the file's size);
+    // the f32 copies the reader made are dropped.
+    const int64_t kvr = map_.receiver.geometry.kv_dim();
+    bf16_.resize(map_.layers.size());
+    for (size_t j = 0; j < map_.layers.size(); ++j) {
+      LayerMap& L = map_.layers[j];
+      for (int kv = 0; kv < 2; ++kv) {
+        std::vector<float>& w = kv == 0 ? L.k_weight : L.v_weight;
+        std::vector<uint16_t>& h = bf16_[j][kv];
+        h.resize(w.size());
+        for (size_t i = 0; i < w.size(); ++i) h[i] = f32_to_bf16(w[i]);
+        std::vector<float>().swap(w);
+      }
+    }
+    weights_.resize(map_.layers.size());
+    for (size_t j = 0; j < map_.layers.size(); ++j) {
+      for (int kv = 0; kv < 2; ++kv) {
+        WeightMatrix& m = weights_[j][kv];
+        const LayerMap& L = map_.layers[j];
+        m.dtype = DType::BF16;
+        m.rows = kvr;
+        m.cols = kv == 0 ? L.k_in() : L.v_in();
+        m.data = bf16_[j][kv].data();
+      }
+    }
+  }
 
   std::string method() const override { return map_.method; }
   const MapData& data() const override { return map_; }
@@ -157,13 +196,14 @@ class LinearCacheMap final : public CacheMap {
               embed_features(embeddings, hr, lags, i, x.data() + i * in + at);
             }
           }
-          if (keys) {
-            float* k = dst.k(j).data();
-            affine(x.data(), n, in, L.k_weight, L.k_bias, k);
-            receiver_rope.rotate(k, 0, n, gr.n_kv_heads, /*inverse=*/false);
+          float* out = keys ? dst.k(j).data() : dst.v(j).data();
+          const std::vector<float>& bias = keys ? L.k_bias : L.v_bias;
+          if (weights_.empty()) {
+            affine(x.data(), n, in, keys ? L.k_weight : L.v_weight, bias, out);
           } else {
-            affine(x.data(), n, in, L.v_weight, L.v_bias, dst.v(j).data());
+            affine(x.data(), n, weights_[j][keys ? 0 : 1], bias, out);
           }
+          if (keys) receiver_rope.rotate(out, 0, n, gr.n_kv_heads, /*inverse=*/false);
         }
       }
     }
@@ -206,6 +246,9 @@ class LinearCacheMap final : public CacheMap {
   }
 
   MapData map_;
+  // BF16 maps: per layer, the K and V weights at 16 bits and their descriptions.
+  std::vector<std::array<std::vector<uint16_t>, 2>> bf16_;
+  std::vector<std::array<WeightMatrix, 2>> weights_;
 };
 
 // A map built in memory gets the same checks a file gets: every size follows from the

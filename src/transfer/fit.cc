@@ -373,6 +373,16 @@ SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held,
   return s;
 }
 
+// The solved weights as the map stores them: f32, or rounded to BF16 (so that choosing k
+// evaluates exactly what ships).
+std::vector<float> stored(const std::vector<double>& w, DType dtype) {
+  std::vector<float> out = to_f32(w);
+  if (dtype == DType::BF16) {
+    for (float& x : out) x = bf16_to_f32(f32_to_bf16(x));
+  }
+  return out;
+}
+
 void store_layers(const SolvedLayers& s, MapData& map) {
   map.features.embed_tokens = s.embed_in / map.receiver.geometry.hidden_size;
   for (size_t j = 0; j < map.layers.size(); ++j) {
@@ -380,9 +390,9 @@ void store_layers(const SolvedLayers& s, MapData& map) {
     L.k_sources = s.k_sources[j];
     L.v_sources = s.v_sources[j];
     L.embed_in = s.embed_in;
-    L.k_weight = to_f32(s.k.fits[j].w);
+    L.k_weight = stored(s.k.fits[j].w, map.weight_dtype);
     L.k_bias = to_f32(s.k.fits[j].b);
-    L.v_weight = to_f32(s.v.fits[j].w);
+    L.v_weight = stored(s.v.fits[j].w, map.weight_dtype);
     L.v_bias = to_f32(s.v.fits[j].b);
   }
 }
@@ -479,6 +489,9 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
 
   MapData map;
   map.method = o.method;
+  // Ridge weights ship at 16 bits: half the bytes a switch must find room for; the rounding
+  // (2⁻⁹ relative) is far inside the maps' residuals and the choice of k sees it.
+  map.weight_dtype = o.method == "diagonal" ? DType::F32 : DType::BF16;
   map.sender = RungSpec::of(sender, o.sender_name);
   map.receiver = RungSpec::of(receiver, o.receiver_name);
   map.layers.resize(static_cast<size_t>(Lr));

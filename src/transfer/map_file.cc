@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <list>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -107,20 +108,30 @@ nlohmann::json meta_value(const std::string& s) {
   return s;
 }
 
+// A tensor of `shape` as f32; `dtype` is what the file must hold (F32, or BF16 converted exactly).
 std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name,
-                            const std::vector<int64_t>& shape) {
+                            const std::vector<int64_t>& shape, DType dtype = DType::F32) {
   const TensorView* t = f.find(name);
   if (t == nullptr) fail("{}: tensor '{}' is missing", f.path().string(), name);
-  if (t->dtype != DType::F32) {
-    fail("{}: tensor '{}' has dtype {}, expected F32", f.path().string(), name,
-         dtype_name(t->dtype));
+  if (t->dtype != dtype) {
+    fail("{}: tensor '{}' has dtype {}, expected {}", f.path().string(), name, dtype_name(t->dtype),
+         dtype_name(dtype));
   }
   if (t->shape != shape) {
     fail("{}: tensor '{}' has shape {}, expected [{}]", f.path().string(), name, t->shape_str(),
          fmt::join(shape, ", "));
   }
   std::vector<float> out(static_cast<size_t>(t->numel()));
-  std::memcpy(out.data(), t->data, t->nbytes);
+  if (dtype == DType::BF16) {
+    const auto* h = static_cast<const std::byte*>(t->data);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t x;
+      std::memcpy(&x, h + 2 * i, 2);
+      out[i] = bf16_to_f32(x);
+    }
+  } else {
+    std::memcpy(out.data(), t->data, t->nbytes);
+  }
   return out;
 }
 
@@ -255,6 +266,12 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map,
     fail("map: {} layer maps for a receiver of {} layers", map.layers.size(), gr.n_layers);
   }
   const bool diagonal = map.method == "diagonal";
+  if (map.weight_dtype != DType::F32 && (diagonal || map.weight_dtype != DType::BF16)) {
+    fail("map: weights stored as {} (a {} map stores F32{})", dtype_name(map.weight_dtype),
+         map.method, diagonal ? "" : " or BF16");
+  }
+  const bool bf16 = map.weight_dtype == DType::BF16;
+  std::list<std::vector<uint16_t>> rounded;  // BF16 copies the tensors point into (stable)
   std::vector<TensorToWrite> tensors;
   nlohmann::json src_k = nlohmann::json::array(), src_v = nlohmann::json::array();
   for (int64_t j = 0; j < gr.n_layers; ++j) {
@@ -285,10 +302,19 @@ void write_map_dir(const std::filesystem::path& dir, const MapData& map,
         if (static_cast<int64_t>(w.size()) != kvr * in || static_cast<int64_t>(b.size()) != kvr) {
           fail("map: layer {} {} map has a bad size", j, kv);
         }
-        tensors.push_back({head_name(j, kv, h, "weight"),
-                           DType::F32,
-                           {hd, in},
-                           as_bytes(w.data() + h * hd * in, static_cast<size_t>(hd * in))});
+        if (bf16) {
+          std::vector<uint16_t>& b16 = rounded.emplace_back(static_cast<size_t>(hd * in));
+          for (int64_t i = 0; i < hd * in; ++i) b16[i] = f32_to_bf16(w[h * hd * in + i]);
+          tensors.push_back({head_name(j, kv, h, "weight"),
+                             DType::BF16,
+                             {hd, in},
+                             std::as_bytes(std::span<const uint16_t>(b16))});
+        } else {
+          tensors.push_back({head_name(j, kv, h, "weight"),
+                             DType::F32,
+                             {hd, in},
+                             as_bytes(w.data() + h * hd * in, static_cast<size_t>(hd * in))});
+        }
         tensors.push_back({head_name(j, kv, h, "bias"),
                            DType::F32,
                            {hd},
@@ -414,6 +440,11 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     fail("{}: __metadata__ 'sources' must list sources for each of {} receiver layers",
          file.string(), gr.n_layers);
   }
+  if (!diagonal) {
+    // Every weight of a file has the dtype of the first (F32 or BF16).
+    const TensorView* first = st->find(head_name(0, 'k', 0, "weight"));
+    if (first != nullptr && first->dtype == DType::BF16) map.weight_dtype = DType::BF16;
+  }
   map.layers.resize(static_cast<size_t>(gr.n_layers));
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     LayerMap& L = map.layers[static_cast<size_t>(j)];
@@ -429,7 +460,8 @@ MapData read_map_dir(const std::filesystem::path& dir) {
       for (int64_t h = 0; h < gr.n_kv_heads; ++h) {
         std::vector<int64_t> shape =
             in > 0 ? std::vector<int64_t>{hd, in} : std::vector<int64_t>{hd};
-        std::vector<float> part = read_f32(*st, head_name(j, kv, h, what), shape);
+        std::vector<float> part = read_f32(*st, head_name(j, kv, h, what), shape,
+                                           in > 0 && !diagonal ? map.weight_dtype : DType::F32);
         out.insert(out.end(), part.begin(), part.end());
       }
       return out;

@@ -174,7 +174,12 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
   EXPECT_EQ(header->metadata().at("format_version"), "2");
   EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
             (nlohmann::json{{"embed_tokens", 2}}));
+  // Ridge weights ship as BF16 (the fit rounded them, so the file holds exactly these values).
+  EXPECT_EQ(data.weight_dtype, DType::BF16);
+  EXPECT_EQ(header->find("layers.0.k.heads.0.weight")->dtype, DType::BF16);
+  EXPECT_EQ(header->find("layers.0.k.heads.0.bias")->dtype, DType::F32);
   const MapData back = read_map_dir(d / "map");
+  EXPECT_EQ(back.weight_dtype, DType::BF16);
   EXPECT_EQ(back.features.embed_tokens, 2);
   for (size_t j = 0; j < back.layers.size(); ++j) {
     EXPECT_EQ(back.layers[j].embed_in, 2 * H);
@@ -222,6 +227,17 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
     EXPECT_LT(test::max_abs_diff(dst.k(j), want, T * kvr), 1e-4 * test::max_abs(want, T * kvr))
         << "layer " << j;
   }
+  // The loaded map keeps its weights at 16 bits; the same values held as f32 give the same cache.
+  MapData as_f32 = back;
+  as_f32.weight_dtype = DType::F32;
+  KVCache dst_f32 = small_->new_cache(T);
+  CacheMap::from_data(as_f32)->apply(*big_, src, *small_, ids, {}, dst_f32);
+  for (int64_t j = 0; j < 2; ++j) {
+    EXPECT_LT(test::max_abs_diff(dst.v(j), dst_f32.v(j), T * kvr),
+              1e-5 * test::max_abs(dst_f32.v(j), T * kvr))
+        << j;
+  }
+  EXPECT_TRUE(map->data().layers[0].k_weight.empty()) << "the f32 copy is kept beside the BF16";
   // Without the token ids the map cannot build its features: refused, not guessed.
   KVCache dst2 = small_->new_cache(T);
   EXPECT_THROW(map->apply(*big_, src, *small_, {}, {}, dst2), Error);

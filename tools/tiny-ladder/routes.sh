@@ -20,7 +20,9 @@
 # byte: fit only their floors with `molt fit floor` on the maps' own calibration windows, then
 # re-run the evaluations that show the floors), ABLATIONS_ONLY=1 (keep every shipped file: fit
 # the comparison maps into maps/ablations and re-run only their evaluations), REPORT_ROUTES
-# (the routes ladder.json and TRANSFER.md list; default ROUTES).
+# (the routes ladder.json and TRANSFER.md list; default ROUTES), REUSE_STATS=1 (solve again
+# from the calibration statistics an earlier run kept, after a change to the solver or the
+# map format; they record the corpus and settings they were collected with).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -34,6 +36,7 @@ ROUTES="${ROUTES:-l:l-int8 l:m m:s l:s}"
 FLOORS_ONLY="${FLOORS_ONLY:-0}"
 ABLATIONS_ONLY="${ABLATIONS_ONLY:-0}"
 REPORT_ROUTES="${REPORT_ROUTES:-$ROUTES}"  # the routes ladder.json and TRANSFER.md list
+REUSE_STATS="${REUSE_STATS:-0}"  # 1: re-solve from the statistics kept in work/maps/<route>-stats
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -112,7 +115,9 @@ for route in $ROUTES; do
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.depth-remap.json"
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.reference-ridge.json"
   else
-    route_stats
+    if [[ "$REUSE_STATS" != 1 || ! -f "$work/maps/$name-stats/stats-1-of-1.molt-stats" ]]; then
+      route_stats
+    fi
     "$molt" fit merge "$work/maps/$name-stats" --out "$ladder/maps/$name" >&2
     ablations
   fi

@@ -2,6 +2,7 @@
 //
 // Tensors, all F32, per receiver layer j and KV head h:
 //   ridge / depth-remap: layers.{j}.{k|v}.heads.{h}.weight  [head_dim_r, |sources|·kv_dim_s]
+//                        (F32 or BF16, the same for every weight of a file; MapData::weight_dtype)
 //                        layers.{j}.{k|v}.heads.{h}.bias    [head_dim_r]
 //     input = the concatenation, in ascending layer order, of all KV heads of the source
 //     layers listed in the metadata (keys un-rotated at the sender's angles); the output keys
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "molt/common/dtype.h"
 #include "molt/kernels/ops.h"
 #include "molt/model/kv_cache.h"
 
@@ -80,6 +82,10 @@ struct MapData {
   std::vector<LayerMap> layers;  // one per receiver layer
   std::vector<BoundaryMap> boundaries;
   MapFeatures features;
+  // How the ridge / depth-remap weights are stored: F32, or BF16 (what `molt fit` writes: half
+  // the bytes, and a loaded map keeps them at 16 bits). The values here are f32 either way
+  // (exactly the stored ones); biases, diagonal and boundary maps stay F32.
+  DType weight_dtype = DType::F32;
   // Everything else the metadata carries (lambda, k, calibration, corpus, residuals, ...).
   nlohmann::json info = nlohmann::json::object();
 };
