@@ -61,6 +61,7 @@ class LinearCacheMap final : public CacheMap {
     // the f32 copies the reader made are dropped.
     const int64_t kvr = map_.receiver.geometry.kv_dim();
     bf16_.resize(map_.layers.size());
+    weights_.resize(map_.layers.size());
     for (size_t j = 0; j < map_.layers.size(); ++j) {
       LayerMap& L = map_.layers[j];
       for (int kv = 0; kv < 2; ++kv) {
@@ -69,17 +70,11 @@ class LinearCacheMap final : public CacheMap {
         h.resize(w.size());
         for (size_t i = 0; i < w.size(); ++i) h[i] = f32_to_bf16(w[i]);
         std::vector<float>().swap(w);
-      }
-    }
-    weights_.resize(map_.layers.size());
-    for (size_t j = 0; j < map_.layers.size(); ++j) {
-      for (int kv = 0; kv < 2; ++kv) {
         WeightMatrix& m = weights_[j][kv];
-        const LayerMap& L = map_.layers[j];
         m.dtype = DType::BF16;
         m.rows = kvr;
         m.cols = kv == 0 ? L.k_in() : L.v_in();
-        m.data = bf16_[j][kv].data();
+        m.data = h.data();
       }
     }
   }

@@ -49,14 +49,13 @@ std::vector<double> layer_rows(const KVCache& c, const RopeSpec& rope, bool keys
 }
 
 // Rows of the sender's channels widened by the layout's token features (embed_features.h).
+// `e`: the receiver's normed embeddings of the window (normed_embeddings), built once for K and V.
 std::vector<double> with_features(std::vector<double> x, const StatsLayout& layout,
-                                  const Model& receiver, std::span<const int32_t> ids,
-                                  const std::vector<int64_t>& pos) {
+                                  const std::vector<float>& e, const std::vector<int64_t>& pos) {
   if (layout.embed_tokens == 0) return x;
   const int64_t R = static_cast<int64_t>(pos.size());
   const int64_t w = layout.sender.n_layers * layout.sender.kv_dim(), dx = layout.x_dim();
   const int64_t H = layout.receiver.hidden_size;
-  const std::vector<float> e = normed_embeddings(receiver, ids);
   std::vector<double> out(static_cast<size_t>(R * dx));
   for (int64_t i = 0; i < R; ++i) {
     std::copy_n(x.data() + i * w, w, out.data() + i * dx);
@@ -274,12 +273,14 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   for (int64_t p = 0; p < T; p += stride) pos.push_back(p);
   const int64_t R = static_cast<int64_t>(pos.size());
 
+  const std::vector<float> e =
+      layout.embed_tokens > 0 ? normed_embeddings(receiver, ids) : std::vector<float>();
   const std::vector<double> xk =
-      with_features(layer_rows(sc, sender.rope(), true, pos), layout, receiver, ids, pos);
+      with_features(layer_rows(sc, sender.rope(), true, pos), layout, e, pos);
   const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos);
   split.k.add(xk.data(), yk.data(), R);
   const std::vector<double> xv =
-      with_features(layer_rows(sc, sender.rope(), false, pos), layout, receiver, ids, pos);
+      with_features(layer_rows(sc, sender.rope(), false, pos), layout, e, pos);
   const std::vector<double> yv = layer_rows(rc, receiver.rope(), false, pos);
   split.v.add(xv.data(), yv.data(), R);
   for (size_t b = 0; b < layout.boundaries.size(); ++b) {
