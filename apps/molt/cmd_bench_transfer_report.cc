@@ -30,9 +30,15 @@ const bool registered = register_command([](CLI::App& root) {
                   "folder of their own, in its order)");
     r->add_option("--out", a->out, "page to write")->required();
     r->callback([a] {
-      write_file_atomically(
-          a->out, transfer_report(a->ladder, a->routes.empty() ? fitted_routes(a->ladder)
-                                                               : parse_transfer_routes(a->routes)));
+      const auto routes =
+          a->routes.empty() ? fitted_routes(a->ladder) : parse_transfer_routes(a->routes);
+      // The plots beside the page, where its links point.
+      for (const auto& [path, svg] : transfer_figures(a->ladder, routes)) {
+        const fs::path file = fs::path(a->out).parent_path() / path;
+        fs::create_directories(file.parent_path());
+        write_file_atomically(file, svg);
+      }
+      write_file_atomically(a->out, transfer_report(a->ladder, routes));
     });
   }
   {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "molt/bench/line_chart.h"
 #include "molt/bench/performance_report.h"
 #include "molt/common/error.h"
 #include "molt/formats/hf_config.h"
@@ -37,26 +38,35 @@ std::string grouped(int64_t n) {
 struct Runs {
   json transfer, depth, reference;
   std::vector<std::pair<int64_t, json>> needles;  // by context
+  std::vector<std::pair<int64_t, json>> heal;     // `molt transfer heal` runs, by context
 };
 
-Runs read_runs(const fs::path& eval, const std::string& name) {
-  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), json(), {}};
-  const fs::path depth = eval / (name + ".depth-remap.json");
-  if (fs::exists(depth)) r.depth = read_json_file(depth);
-  const fs::path reference = eval / (name + ".reference-ridge.json");
-  if (fs::exists(reference)) r.reference = read_json_file(reference);
-  const std::string prefix = name + ".needle-";
+// maps/eval/<name>.<kind>-<context>.json, by context.
+std::vector<std::pair<int64_t, json>> runs_by_context(const fs::path& eval,
+                                                      const std::string& prefix) {
+  std::vector<std::pair<int64_t, json>> out;
   for (const auto& e : fs::directory_iterator(eval)) {
     const std::string f = e.path().filename().string();
     if (!f.starts_with(prefix) || e.path().extension() != ".json") continue;
     const std::string ctx = f.substr(prefix.size(), f.size() - prefix.size() - 5);
     if (ctx.empty() ||
         !std::all_of(ctx.begin(), ctx.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;  // not <name>.needle-<context>.json: no run of routes.sh
-    r.needles.emplace_back(std::stoll(ctx), read_json_file(e.path()));
+      continue;  // not <name>.<kind>-<context>.json: no run of routes.sh
+    out.emplace_back(std::stoll(ctx), read_json_file(e.path()));
   }
-  std::sort(r.needles.begin(), r.needles.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+Runs read_runs(const fs::path& eval, const std::string& name) {
+  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), json(), {}, {}};
+  const fs::path depth = eval / (name + ".depth-remap.json");
+  if (fs::exists(depth)) r.depth = read_json_file(depth);
+  const fs::path reference = eval / (name + ".reference-ridge.json");
+  if (fs::exists(reference)) r.reference = read_json_file(reference);
+  const std::string prefix = name + ".needle-";
+  r.needles = runs_by_context(eval, prefix);
+  r.heal = runs_by_context(eval, name + ".heal-");
   if (r.needles.empty()) fail("transfer-report: {} has no {}*.json", eval.string(), prefix);
   return r;
 }
@@ -199,6 +209,84 @@ const json* condition(const json& run, const std::string& prefix) {
   return nullptr;
 }
 
+// Heal, measured: accuracy against h per context, and what each chunk schedule costs.
+std::string heal_section(const std::string& name,
+                         const std::vector<std::pair<int64_t, json>>& runs) {
+  const json& first = runs.front().second;
+  std::string md = fmt::format(
+      "\n### Heal: the question h tokens after the switch\n\n"
+      "![needle accuracy against h](maps/eval/{}.heal.svg)\n\n",
+      name);
+  md += wrapped(fmt::format(
+            "`molt transfer heal`: the switch right after each needle's body (the fact is in the "
+            "carried cache); the receiver then reads h tokens of held-out prose (`data/{}`) and "
+            "the question, one decode step each, while heal re-prefills the carried positions "
+            "natively, {} positions of one layer before each step. \"receiver reads all\" is the "
+            "receiver reading the same prompt itself; \"healed first\" counts the needles whose "
+            "cache was native before the answer; \"same\" the answers equal to the receiver's "
+            "own.",
+            fs::path(first.at("filler").get<std::string>()).filename().string(),
+            first.at("chunk").get<int64_t>())) +
+        "\n| needles at | h | tokens | receiver reads all | molt | heal | healed first | heal "
+        "same |\n|---|---|---|---|---|---|---|---|\n";
+  auto acc = [](const json& c, int64_t n) {
+    return fmt::format("{:.3f} ({}/{})", num(c, "accuracy"), c.at("correct").get<int64_t>(), n);
+  };
+  for (const auto& [ctx, run] : runs) {
+    const int64_t n = run.at("count").get<int64_t>();
+    for (const json& row : run.at("rows")) {
+      md += fmt::format("| ~{} | {} | {:.0f} | {} | {} | {} | {}/{} | {}/{} |\n", ctx,
+                        row.at("h").get<int64_t>(), num(row, "mean_prompt_tokens"),
+                        acc(row.at("native"), n), acc(row.at("molt"), n), acc(row.at("heal"), n),
+                        row.at("healed_before_answer").get<int64_t>(), n,
+                        row.at("heal").at("same_answer_as_native").get<int64_t>(), n);
+    }
+  }
+  md +=
+      "\n| needles at | heal chunk | decode steps to native | heal ms per step | decode ms "
+      "per step | heal ms in all |\n|---|---|---|---|---|---|\n";
+  for (const auto& [ctx, run] : runs) {
+    for (const json& c : run.at("cost")) {
+      md += fmt::format("| ~{} | {} | {:.1f} | {:.2f} | {:.2f} | {:.1f} |\n", ctx,
+                        c.at("chunk").get<int64_t>(), num(c, "steps_to_native"),
+                        num(c, "heal_ms_per_step"), num(c, "decode_ms_per_step"),
+                        num(c, "heal_ms_total"));
+    }
+  }
+  md +=
+      "\n" + wrapped(fmt::format(
+                 "Costs timed on the first {} needles of each context, heal interleaved with "
+                 "the receiver's decode steps on a machine that was not quiet: read the ms as "
+                 "ratios within a row.",
+                 first.at("cost").empty() ? 0 : first.at("cost")[0].at("needles").get<int64_t>()));
+  return md;
+}
+
+LineChart heal_chart(const std::string& name, const std::vector<std::pair<int64_t, json>>& runs) {
+  LineChart c;
+  c.title = fmt::format("{}: needle accuracy, question h tokens after the switch", name);
+  c.x_label = "h (tokens read after the switch, log scale)";
+  c.y_label = "accuracy";
+  c.x_scale = XScale::kLogPlusOne;
+  const char* colors[] = {"#222222", "#d95f02", "#1b9e77"};
+  const char* kinds[] = {"native", "molt", "heal"};
+  const char* labels[] = {"receiver reads all", "molt", "heal"};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (size_t k = 0; k < 3; ++k) {
+      ChartSeries s;
+      s.name = fmt::format("{} ~{}", labels[k], runs[i].first);
+      s.color = colors[k];
+      s.dashed = i > 0;
+      for (const json& row : runs[i].second.at("rows")) {
+        s.points.emplace_back(static_cast<double>(row.at("h").get<int64_t>()),
+                              num(row.at(kinds[k]), "accuracy"));
+      }
+      c.series.push_back(std::move(s));
+    }
+  }
+  return c;
+}
+
 std::string route_section(const fs::path& ladder, const TransferRoute& route) {
   const std::string name = route.name();
   const fs::path eval = ladder / "maps" / "eval";
@@ -279,6 +367,7 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
     }
     md += "\n";
   }
+  if (!r.heal.empty()) md += heal_section(name, r.heal);
   return md + "\n";
 }
 
@@ -308,6 +397,18 @@ std::vector<TransferRoute> fitted_routes(const fs::path& ladder) {
   }
   if (out.empty())
     fail("transfer-report: {} has no route with its own maps/<from>-<to>", ladder.string());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> transfer_figures(
+    const fs::path& ladder, const std::vector<TransferRoute>& routes) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const TransferRoute& r : routes) {
+    const auto heal = runs_by_context(ladder / "maps" / "eval", r.name() + ".heal-");
+    if (heal.empty()) continue;
+    out.emplace_back("maps/eval/" + r.name() + ".heal.svg",
+                     line_chart_svg(heal_chart(r.name(), heal)));
+  }
   return out;
 }
 

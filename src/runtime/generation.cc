@@ -305,8 +305,6 @@ void make_room(State& g) {
   shed_window(g, sink, drop);
 }
 
-// Heal a chunk (not at the seam itself: the mapped resume is what the user waits for), then
-// decode the pending token into g.logits.
 // Heal a chunk (not at the seam itself: the mapped resume is what the user waits for); true
 // when the pending token still needs its decode (room made for it).
 bool needs_decode(State& g, Step& out) {
@@ -452,7 +450,11 @@ Generation::Generation(Ladder& ladder, BudgetSource* budget, std::span<const int
     fail("capacity {} cannot hold the prompt ({} tokens) and one more", g.capacity, prompt.size());
   }
   g.keep_hidden = g.o.transfer.recompute_layers > 0;
-  const FootprintShape shape{g.o.prefill_chunk, g.capacity, num_threads()};
+  // heal runs chunks of heal_chunk positions through the live cache's scratch.
+  const bool may_heal = g.o.policy == Policy::kHeal || g.o.policy == Policy::kAuto;
+  const FootprintShape shape{
+      may_heal ? std::max(g.o.prefill_chunk, g.o.heal_chunk) : g.o.prefill_chunk, g.capacity,
+      num_threads()};
   for (int r = 0; r < ladder.size(); ++r)
     g.footprints.push_back(ladder.rung(r).footprint_for(shape));
   g.broken.assign(static_cast<size_t>(ladder.size()), false);
@@ -662,7 +664,7 @@ const SessionOptions& Generation::options() const {
 double Generation::own_mib(int r) const {
   return s_->own_mib(r);
 }
-double Generation::heal_shadow_mib(const ModelConfig& c, int64_t positions) {
+double Generation::heal_extra_mib(const ModelConfig& c, int64_t positions) {
   return static_cast<double>(runtime::HealJob::extra_bytes(c, positions)) / runtime::kMiB;
 }
 double Generation::footprint_mib(int r) const {

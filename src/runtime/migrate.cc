@@ -226,7 +226,7 @@ MigrationEvent migrate(State& g, const MigrationPlan& p) {
   g.cache = std::move(dst);
   g.rung = p.to;
   g.using_rung = true;
-  if (policy == Policy::kHeal) g.heal = std::make_unique<HealJob>(receiver.model(), g.context());
+  if (policy == Policy::kHeal) g.heal = std::make_unique<HealJob>(g.context());
   if (g.meter) g.meter->after(e);
   return e;
 }

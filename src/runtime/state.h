@@ -66,7 +66,7 @@ struct State {
     return std::span<const int32_t>(window.data(), window.size() - 1);
   }
   size_t kv_bytes(int r) const;  // one cache of rung r at capacity (+ hidden states)
-  double own_mib(int r) const;   // cache + scratch (+ heal's shadow on the current rung)
+  double own_mib(int r) const;   // cache + scratch (+ heal's hidden states on the current rung)
   double footprint_mib(int r) const;
   std::unique_ptr<KVCache> new_cache(int r) const;
   Rung& current() { return ladder.rung(rung); }

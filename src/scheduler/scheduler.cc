@@ -25,12 +25,12 @@ void note_rung(TenantStatus& s, const std::string& rung) {
     s.rungs_used.push_back(rung);
 }
 
-// A heal migration keeps a shadow of the carried positions beside the live cache until it
+// A heal migration keeps the hidden states of the carried positions beside the live cache until it
 // completes (Generation::own_mib adds it only once it exists); auto may choose heal. Reserved
 // for every move of such a tenant, so that the planner's prediction holds after the step that
 // migrates.
 double heal_reserve_mib(const Ladder& l, int rung, int64_t positions) {
-  return Generation::heal_shadow_mib(l.rung(rung).config(), positions);
+  return Generation::heal_extra_mib(l.rung(rung).config(), positions);
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ TEST_P(Forced, MigratesOnceAtTheGivenTokenWithNothingLost) {
   const int64_t cap = capacity();
   // Start where the route starts (the largest rung that fits), then leave only the receiver
   // as the largest that fits from the check before token k on.
-  // (5% above the receiver's footprint: room for heal's shadow cache, still below the sender.)
+  // (5% above the receiver's footprint: room for heal's hidden states, still below the sender.)
   auto level = [&](int r, const Ladder& ld) {
     return r == 0 ? kInf : footprint_mib(ld, r, cap) * (r == to ? 1.05 : 1.0);
   };

@@ -10,7 +10,9 @@
 #                       proportional sender layer); committed, never a route
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
-#                       floors) and `molt transfer needle` at ~700 and ~2,000 tokens
+#                       floors), `molt transfer needle` at ~700 and ~2,000 tokens and, on
+#                       the cross-size routes, `molt transfer heal` (the question h tokens
+#                       after the switch) at the same contexts
 # then writes ladder.json's routes (`molt bench transfer-routes`) and TRANSFER.md from the JSON
 # and the maps alone (`molt bench transfer-report`; tests/cli/transfer_trace_test.cc checks it).
 # Needs the training corpus (tools/tiny-ladder/work/corpus, made by build.sh) for
@@ -22,7 +24,8 @@
 # the comparison maps into maps/ablations and re-run only their evaluations), REPORT_ROUTES
 # (the routes ladder.json and TRANSFER.md list; default ROUTES), REUSE_STATS=1 (solve again
 # from the calibration statistics an earlier run kept, after a change to the solver or the
-# map format; they record the corpus and settings they were collected with).
+# map format; they record the corpus and settings they were collected with), HEAL_ONLY=1 (keep
+# every map and run: re-run only `molt transfer heal`).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -37,6 +40,7 @@ FLOORS_ONLY="${FLOORS_ONLY:-0}"
 ABLATIONS_ONLY="${ABLATIONS_ONLY:-0}"
 REPORT_ROUTES="${REPORT_ROUTES:-$ROUTES}"  # the routes ladder.json and TRANSFER.md list
 REUSE_STATS="${REUSE_STATS:-0}"  # 1: re-solve from the statistics kept in work/maps/<route>-stats
+HEAL_ONLY="${HEAL_ONLY:-0}"
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 [[ -f "$work/corpus/train.jsonl" ]] || {
@@ -99,7 +103,20 @@ for route in $ROUTES; do
       --keep-stats --threads "$THREADS" --out "$work/maps/$name-stats" 2>&1 |
       tee "$work/maps/fit-$name.log" >&2
   }
-  if [[ "$ABLATIONS_ONLY" == 1 ]]; then
+  # Heal, measured: the question h tokens after the switch, beside the map alone.
+  heal_runs() {
+    [[ "$to" == "$from-int8" ]] && return 0
+    for ctx in 700 2048; do
+      "$molt" transfer heal --from "$ladder/$from" --to "$ladder/$to" --maps "$ladder/maps/$name" \
+        --needles "$needles" --filler "$test_txt" --context "$ctx" --count 30 \
+        --after 0,8,32,128,512 --chunk 64 --cost-chunks 16,64,256,1024 --cost-needles 5 \
+        --threads "$THREADS" --json > "$ladder/maps/eval/$name.heal-$ctx.json"
+    done
+  }
+  if [[ "$HEAL_ONLY" == 1 ]]; then
+    heal_runs
+    continue
+  elif [[ "$ABLATIONS_ONLY" == 1 ]]; then
     if [[ "$to" != "$from-int8" ]]; then
       [[ -f "$work/maps/$name-stats/stats-1-of-1.molt-stats" ]] || route_stats
       ablations
@@ -130,6 +147,7 @@ for route in $ROUTES; do
       --needles "$needles" --context "$ctx" --count 30 "${needle_extra[@]}" \
       --threads "$THREADS" --json > "$ladder/maps/eval/$name.needle-$ctx.json"
   done
+  heal_runs
 done
 
 "$molt" bench transfer-routes --ladder "$ladder" --routes "$REPORT_ROUTES"

@@ -29,6 +29,10 @@ std::vector<TransferRoute> fitted_routes(const std::filesystem::path& ladder);
 // .depth-remap.json and .needle-<context>.json.
 std::string transfer_report(const std::filesystem::path& ladder,
                             const std::vector<TransferRoute>& routes);
+// The page's plots, (path relative to the page, SVG text): needle accuracy against h for each
+// route with `molt transfer heal` runs (maps/eval/<name>.heal-<context>.json).
+std::vector<std::pair<std::string, std::string>> transfer_figures(
+    const std::filesystem::path& ladder, const std::vector<TransferRoute>& routes);
 
 // `manifest` (ladder.json, key order kept) with its routes derived from the fitted `routes`:
 // those first, in the order given; then routes the manifest had that are neither fitted, derived

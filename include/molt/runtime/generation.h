@@ -131,11 +131,12 @@ class Generation {
   const SessionOptions& options() const;
 
   // This generation's own accounting on rung r: KV cache at capacity + scratch (+ heal's
-  // shadow), and with the rung's weights (what the budget check compares).
+  // hidden states), and with the rung's weights (what the budget check compares).
   double own_mib(int r) const;
-  // What heal keeps beside the cache while it runs (a shadow of `positions` carried positions),
+  // What heal keeps beside the cache while it runs (the hidden states of `positions`
+  // carried positions),
   // for an owner that reserves it before a migration that may heal.
-  static double heal_shadow_mib(const ModelConfig& c, int64_t positions);
+  static double heal_extra_mib(const ModelConfig& c, int64_t positions);
   double footprint_mib(int r) const;
   // What it holds now: weights of its rung (counted whole, however many share them) + own.
   double used_mib() const;

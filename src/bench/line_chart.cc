@@ -1,0 +1,123 @@
+#include "molt/bench/line_chart.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "molt/common/error.h"
+
+namespace molt {
+namespace {
+
+constexpr double kWidth = 640, kHeight = 300, kLeft = 56, kRight = 170, kTop = 34, kBottom = 46;
+
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";
+    } else if (c == '"') {
+      out += "&quot;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+double scaled(XScale s, double x) {
+  switch (s) {
+    case XScale::kLog:
+      return std::log10(x);
+    case XScale::kLogPlusOne:
+      return std::log10(x + 1);
+    default:
+      return x;
+  }
+}
+
+std::string label(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e9) return fmt::format("{:.0f}", v);
+  return fmt::format("{:g}", v);
+}
+
+}  // namespace
+
+std::string line_chart_svg(const LineChart& c) {
+  std::set<double> xs(c.x_ticks.begin(), c.x_ticks.end());
+  const bool auto_ticks = xs.empty();
+  for (const ChartSeries& s : c.series) {
+    for (const auto& [x, y] : s.points) {
+      const bool ok = std::isfinite(x) && std::isfinite(y) &&
+                      (c.x_scale != XScale::kLog || x > 0) &&
+                      (c.x_scale != XScale::kLogPlusOne || x >= 0);
+      if (!ok)
+        fail("chart '{}': series '{}' has a point ({}, {}) off its axes", c.title, s.name, x, y);
+      if (auto_ticks) xs.insert(x);
+    }
+  }
+  if (xs.empty()) fail("chart '{}': no points", c.title);
+  if (!(c.y_max > c.y_min))
+    fail("chart '{}': y range [{}, {}] is empty", c.title, c.y_min, c.y_max);
+  double lo = scaled(c.x_scale, *xs.begin()), hi = scaled(c.x_scale, *xs.rbegin());
+  if (hi <= lo) hi = lo + 1;
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return kLeft + (scaled(c.x_scale, x) - lo) / (hi - lo) * pw; };
+  auto py = [&](double y) {
+    return kTop + (1 - (std::clamp(y, c.y_min, c.y_max) - c.y_min) / (c.y_max - c.y_min)) * ph;
+  };
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
+      kWidth, kHeight, kLeft, escaped(c.title));
+  for (int i = 0; i <= 4; ++i) {  // y grid
+    const double y = c.y_min + (c.y_max - c.y_min) * i / 4.0, Y = py(y);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#dddddd\"/>\n"
+        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, Y, kLeft + pw, kLeft - 6, Y + 4, label(std::round(y * 100) / 100));
+  }
+  for (double x : xs) {
+    const double X = px(x);
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#eeeeee\"/>\n"
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+        X, kTop, kTop + ph, kTop + ph + 16, label(x));
+  }
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888888\"/>\n"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
+      "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 10, escaped(c.x_label), kTop + ph / 2,
+      escaped(c.y_label));
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    const ChartSeries& s = c.series[i];
+    std::string pts;
+    for (const auto& [x, y] : s.points) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+    if (!pts.empty()) pts.pop_back();
+    const std::string dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
+    svg +=
+        fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n",
+                    pts, s.color, dash);
+    for (const auto& [x, y] : s.points) {
+      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(x),
+                         py(y), s.color);
+    }
+    const double ly = kTop + 8 + 18 * static_cast<double>(i), lx = kLeft + pw + 12;
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>\n"
+        "<text x=\"{5}\" y=\"{6}\">{7}</text>\n",
+        lx, ly, lx + 24, s.color, dash, lx + 30, ly + 4, escaped(s.name));
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace molt
