@@ -44,17 +44,20 @@ const bool registered = register_command([](CLI::App& root) {
   {
     auto a = std::make_shared<Args>();
     CLI::App* r = bench->add_subcommand(
-        "transfer-routes", "Rewrite ladder.json's routes from the routes fitted (routes.sh)");
+        "transfer-routes",
+        "Rewrite ladder.json's routes from the routes fitted (routes.sh), with the evidence of "
+        "their runs in maps/eval/");
     r->add_option("--ladder", a->ladder, "ladder folder (ladder.json)")->required();
     r->add_option("--routes", a->routes, "\"FROM:TO ...\": the routes with fitted maps")
         ->required();
     r->callback([a] {
       const fs::path file = fs::path(a->ladder) / "ladder.json";
       const nlohmann::ordered_json m = nlohmann::ordered_json::parse(read_text_file(file));
+      const auto routes = parse_transfer_routes(a->routes);
+      std::map<std::string, nlohmann::ordered_json> evidence;
+      for (const TransferRoute& r : routes) evidence[r.name()] = route_evidence(a->ladder, r);
       write_file_atomically(
-          file,
-          transfer_routes(m, parse_transfer_routes(a->routes)).dump(2, ' ', /*ensure_ascii=*/true) +
-              "\n");
+          file, transfer_routes(m, routes, evidence).dump(2, ' ', /*ensure_ascii=*/true) + "\n");
     });
   }
 });

@@ -1,6 +1,7 @@
 // molt demo: molt's main job on the bundled tiny ladder. One answer under spike_mid_answer with
 // the molt policy, printed as it streams, then the same prompt and trace under each condition
-// (A hold, B small, C reprefill, D molt, heal): killed?, stall at the seam, seam divergence.
+// (A hold, B small, C reprefill, D molt, heal, auto): killed?, stall at the seam, seam
+// divergence; auto's notes say what it chose at each seam and why.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -110,7 +111,8 @@ void run(const DemoArgs& a) {
       {"B small", Policy::kSmall},
       {"C reprefill", Policy::kReprefill},
       {"D molt", Policy::kMolt},
-      {"  heal", Policy::kHeal}};
+      {"  heal", Policy::kHeal},
+      {"  auto", Policy::kAuto}};
   for (const auto& [label, policy] : conditions) {
     TraceBudget budget(trace);
     EventLog log;
@@ -119,6 +121,10 @@ void run(const DemoArgs& a) {
     o.measure_seams = true;
     Session(*ladder, budget, log, o).run(prompt);
     condition_line(label, policy_name(policy), log);
+    if (policy != Policy::kAuto) continue;
+    for (const MigrationEvent& m : log.migrations) {
+      fmt::print("    {}→{} {}\n", m.from, m.to, m.note);
+    }
   }
 }
 

@@ -11,7 +11,7 @@
 namespace molt {
 namespace {
 
-constexpr double kWidth = 640, kHeight = 300, kLeft = 56, kRight = 170, kTop = 34, kBottom = 46;
+constexpr double kWidth = 720, kHeight = 300, kLeft = 56, kRight = 230, kTop = 34, kBottom = 46;
 
 std::string escaped(const std::string& s) {
   std::string out;
@@ -104,18 +104,19 @@ std::string line_chart_svg(const LineChart& c) {
     for (const auto& [x, y] : s.points) pts += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
     if (!pts.empty()) pts.pop_back();
     const std::string dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
-    svg +=
-        fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n",
-                    pts, s.color, dash);
+    svg += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{:g}\"{}/>\n", pts,
+        s.color, s.width, dash);
     for (const auto& [x, y] : s.points) {
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(x),
                          py(y), s.color);
     }
     const double ly = kTop + 8 + 18 * static_cast<double>(i), lx = kLeft + pw + 12;
     svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" stroke-width=\"2\"{4}/>\n"
-        "<text x=\"{5}\" y=\"{6}\">{7}</text>\n",
-        lx, ly, lx + 24, s.color, dash, lx + 30, ly + 4, escaped(s.name));
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" "
+        "stroke-width=\"{4:g}\"{5}/>\n"
+        "<text x=\"{6}\" y=\"{7}\">{8}</text>\n",
+        lx, ly, lx + 24, s.color, s.width, dash, lx + 30, ly + 4, escaped(s.name));
   }
   return svg + "</svg>\n";
 }

@@ -268,7 +268,7 @@ LineChart heal_chart(const std::string& name, const std::vector<std::pair<int64_
   c.x_label = "h (tokens read after the switch, log scale)";
   c.y_label = "accuracy";
   c.x_scale = XScale::kLogPlusOne;
-  const char* colors[] = {"#222222", "#d95f02", "#1b9e77"};
+  const char* colors[] = {"#bbbbbb", "#d95f02", "#1b9e77"};
   const char* kinds[] = {"native", "molt", "heal"};
   const char* labels[] = {"receiver reads all", "molt", "heal"};
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -277,6 +277,7 @@ LineChart heal_chart(const std::string& name, const std::vector<std::pair<int64_
       s.name = fmt::format("{} ~{}", labels[k], runs[i].first);
       s.color = colors[k];
       s.dashed = i > 0;
+      s.width = k == 0 ? 5 : 2;  // the receiver's own line shows where heal lands on it
       for (const json& row : runs[i].second.at("rows")) {
         s.points.emplace_back(static_cast<double>(row.at("h").get<int64_t>()),
                               num(row.at(kinds[k]), "accuracy"));
@@ -439,8 +440,39 @@ std::string transfer_report(const fs::path& ladder, const std::vector<TransferRo
   return md;
 }
 
-ordered_json transfer_routes(const ordered_json& manifest,
-                             const std::vector<TransferRoute>& routes) {
+ordered_json route_evidence(const fs::path& ladder, const TransferRoute& route) {
+  const fs::path eval = ladder / "maps" / "eval";
+  if (!fs::exists(eval / (route.name() + ".transfer.json"))) return nullptr;
+  const Runs r = read_runs(eval, route.name());
+  const json* map = condition(r.transfer, "map (");
+  const json* floor = condition(r.transfer, "token-identity");
+  if (map == nullptr || floor == nullptr) {
+    fail("transfer-routes: {}.transfer.json has no map or token-identity row", route.name());
+  }
+  auto r4 = [](double v) { return std::round(v * 1e4) / 1e4; };
+  ordered_json needles = ordered_json::array();
+  for (const auto& [ctx, n] : r.needles) {
+    double receiver = -1, mapped = -1;
+    for (const json& c : n.at("conditions")) {
+      const std::string name = c.at("condition").get<std::string>();
+      if (name == "receiver reads the prompt") receiver = num(c, "accuracy");
+      if (name.starts_with("map (")) mapped = num(c, "accuracy");
+    }
+    if (receiver < 0 || mapped < 0) {
+      fail("transfer-routes: {}.needle-{}.json has no receiver or map row", route.name(), ctx);
+    }
+    needles.push_back({{"tokens", std::llround(num(n, "mean_prompt_tokens"))},
+                       {"receiver", r4(receiver)},
+                       {"map", r4(mapped)}});
+  }
+  return {{"nll_gap", r4(num(*map, "nll_gap"))},
+          {"token_identity_nll_gap", r4(num(*floor, "nll_gap"))},
+          {"prefix", r.transfer.at("prefix")},
+          {"needles", needles}};
+}
+
+ordered_json transfer_routes(const ordered_json& manifest, const std::vector<TransferRoute>& routes,
+                             const std::map<std::string, ordered_json>& evidence) {
   std::vector<std::string> order;
   for (const auto& r : manifest.at("rungs")) order.push_back(r.at("name").get<std::string>());
   auto is_rung = [&](const std::string& n) {
@@ -461,7 +493,10 @@ ordered_json transfer_routes(const ordered_json& manifest,
   }
   ordered_json out = ordered_json::array();
   for (const TransferRoute& r : routes) {
-    out.push_back({{"from", r.from}, {"to", r.to}, {"maps", "maps/" + r.name()}});
+    ordered_json route = {{"from", r.from}, {"to", r.to}, {"maps", "maps/" + r.name()}};
+    const auto e = evidence.find(r.name());
+    if (e != evidence.end() && !e->second.is_null()) route["evidence"] = e->second;
+    out.push_back(route);
   }
   // Hand-written routes survive; derived and re-prefill ones are derived again below.
   for (const auto& r : manifest.value("routes", ordered_json::array())) {
@@ -484,7 +519,10 @@ ordered_json transfer_routes(const ordered_json& manifest,
     for (const auto& r : before) {
       const std::string to = r.at("to").get<std::string>();
       if (r.at("from") == parent && r.contains("maps") && to != rung && !has(rung, to)) {
-        out.push_back({{"from", rung}, {"to", to}, {"maps", r.at("maps")}});
+        // Its evidence is the parent's map's, measured from the parent's cache.
+        ordered_json derived = {{"from", rung}, {"to", to}, {"maps", r.at("maps")}};
+        if (r.contains("evidence")) derived["evidence"] = r.at("evidence");
+        out.push_back(derived);
       }
     }
   }

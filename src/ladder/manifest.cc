@@ -32,6 +32,36 @@ fs::path resolve(const fs::path& base, const std::string& p) {
   return path.is_absolute() ? path : (base / path).lexically_normal();
 }
 
+RouteEvidence parse_evidence(const nlohmann::json& e, const std::string& where) {
+  if (!e.is_object()) fail("{}: is a {}, expected an object", where, e.type_name());
+  auto number = [&](const nlohmann::json& o, const char* key, const std::string& at, double lo,
+                    double hi) {
+    if (!o.contains(key) || !o.at(key).is_number()) fail("{}.{}: missing or not a number", at, key);
+    const double v = o.at(key).get<double>();
+    if (!(v >= lo && v <= hi)) fail("{}.{}: {} is outside [{}, {}]", at, key, v, lo, hi);
+    return v;
+  };
+  RouteEvidence r;
+  r.present = true;
+  r.nll_gap = number(e, "nll_gap", where, -100, 100);
+  r.token_identity_nll_gap = number(e, "token_identity_nll_gap", where, -100, 100);
+  r.prefix = static_cast<int64_t>(number(e, "prefix", where, 0, 1e9));
+  if (!e.contains("needles") || !e.at("needles").is_array()) {
+    fail("{}.needles: missing or not an array", where);
+  }
+  for (size_t i = 0; i < e.at("needles").size(); ++i) {
+    const std::string at = fmt::format("{}.needles[{}]", where, i);
+    const nlohmann::json& n = e.at("needles")[i];
+    if (!n.is_object()) fail("{}: is a {}, expected an object", at, n.type_name());
+    r.needles.push_back({number(n, "tokens", at, 1, 1e9), number(n, "receiver", at, 0, 1),
+                         number(n, "map", at, 0, 1)});
+    if (i > 0 && r.needles[i].tokens <= r.needles[i - 1].tokens) {
+      fail("{}.tokens: not above the previous entry's", at);
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 bool ManifestRoute::maps_present() const {
@@ -107,6 +137,10 @@ LadderManifest LadderManifest::parse(const nlohmann::json& j, const fs::path& fi
           fail("{}.method: '{}' is not a method (\"reprefill\"; carry a cache with 'maps')", where,
                r.method);
         }
+      }
+      if (o.contains("evidence")) {
+        if (!has_maps) fail("{}.evidence: only a route with maps has evidence", where);
+        r.evidence = parse_evidence(o.at("evidence"), where + ".evidence");
       }
       m.routes.push_back(std::move(r));
     }

@@ -109,7 +109,10 @@ void start_on(State& g, int r) {
   mark_used(g, r);
   g.cache = g.new_cache(r);
   // The whole prompt goes in and its last logits are kept: the first token needs no decode.
+  const Clock::time_point t0 = Clock::now();
   prefill_chunked(g.current().model(), *g.cache, g.window, g.o.prefill_chunk, g.logits);
+  note_prefill_speed(g, g.current().config(), static_cast<int64_t>(g.window.size()),
+                     ms_between(t0, Clock::now()));
   g.logits_ready = true;
   if (g.meter) g.meter->baseline(g);
 }

@@ -1,6 +1,7 @@
 // Changing rung between two tokens (DESIGN.md §3). migrate() is the whole story of a migration;
 // the policies differ only in what is resident when.
 #include <algorithm>
+#include <cmath>
 
 #include "molt/common/error.h"
 #include "molt/ladder/process_memory.h"
@@ -23,11 +24,74 @@ std::string no_map_reason(const Ladder& l, int from, int to) {
   return "";
 }
 
+// auto: a re-read is exact, so it is taken when its stall, estimated at the speed of this
+// generation's own native prefills, fits auto_max_stall_ms. Otherwise the route's evidence
+// (ladder.json, measured on held-out text) says whether the map keeps the specifics: needle
+// accuracy with the switch right before the answer, the map's against the receiver's own, at
+// the measured context nearest this one. molt when it keeps at least auto_min_retention of
+// them, else heal (the map now, the native cache a few decode steps later).
+Policy choose_auto(const State& g, int to, std::string& note) {
+  const int64_t n = static_cast<int64_t>(g.context().size());
+  const Rung& r = g.ladder.rung(to);
+  if (n < g.o.auto_reprefill_below) {
+    note = fmt::format("auto: {} tokens of context < auto_reprefill_below {}: re-read", n,
+                       g.o.auto_reprefill_below);
+    return Policy::kReleaseReprefill;
+  }
+  std::string reread;
+  if (g.prefill_flops_per_ms > 0) {
+    const double est = prefill_flops(r.config(), n) / g.prefill_flops_per_ms;
+    if (est <= g.o.auto_max_stall_ms) {
+      note = fmt::format(
+          "auto: re-reading {} tokens on {} takes ~{:.0f} ms at this generation's prefill speed "
+          "(≤ {:g} ms): exact, re-read",
+          n, r.name(), est, g.o.auto_max_stall_ms);
+      return Policy::kReleaseReprefill;
+    }
+    reread =
+        fmt::format("re-reading {} tokens ~{:.0f} ms > {:g} ms", n, est, g.o.auto_max_stall_ms);
+  } else {
+    reread = "re-read speed not measured";
+  }
+  const int64_t L = r.config().num_hidden_layers;
+  const int64_t heal_steps = L * ((n + g.o.heal_chunk - 1) / g.o.heal_chunk);
+  const std::string heal = fmt::format("heal (native again after {} decode steps)", heal_steps);
+  const RouteEvidence& ev = g.ladder.route(g.rung, to)->evidence;
+  if (!ev.present || ev.needles.empty()) {
+    note = fmt::format("auto: {}; no evidence for the route in ladder.json: {}", reread, heal);
+    return Policy::kHeal;
+  }
+  const RouteEvidence::Needles* near = &ev.needles.front();
+  for (const RouteEvidence::Needles& p : ev.needles) {
+    const double x = static_cast<double>(std::max<int64_t>(n, 1));
+    if (std::abs(std::log(p.tokens / x)) < std::abs(std::log(near->tokens / x))) near = &p;
+  }
+  if (near->receiver < 0.2) {
+    note = fmt::format(
+        "auto: {}; at ~{:.0f} tokens the receiver itself answers {:.2f} of the needles, too few "
+        "to judge the map: {}",
+        reread, near->tokens, near->receiver, heal);
+    return Policy::kHeal;
+  }
+  const double kept = near->map / near->receiver;
+  if (kept >= g.o.auto_min_retention) {
+    note = fmt::format(
+        "auto: {}; the map keeps {:.2f} of the receiver's needle accuracy at ~{:.0f} tokens "
+        "(≥ {:g}): molt",
+        reread, kept, near->tokens, g.o.auto_min_retention);
+    return Policy::kMolt;
+  }
+  note = fmt::format(
+      "auto: {}; the map keeps {:.2f} of the receiver's needle accuracy at ~{:.0f} tokens "
+      "(< {:g}): {}",
+      reread, kept, near->tokens, g.o.auto_min_retention, heal);
+  return Policy::kHeal;
+}
+
 // The policy that will run for the generation's requested one, and why when it differs.
-Policy resolve_policy(const State& g, int to, const MapSummary& map, std::string& note) {
+Policy resolve_policy(const State& g, int to, std::string& note) {
   const Policy requested = g.o.policy;
   const std::string why_not = no_map_reason(g.ladder, g.rung, to);
-  const int64_t n = static_cast<int64_t>(g.context().size());
   switch (requested) {
     case Policy::kHold:
     case Policy::kSmall:
@@ -37,26 +101,12 @@ Policy resolve_policy(const State& g, int to, const MapSummary& map, std::string
       if (why_not.empty()) return requested;
       note = why_not + "; released the sender and re-prefilled";
       return Policy::kReleaseReprefill;
-    case Policy::kAuto: {
+    case Policy::kAuto:
       if (!why_not.empty()) {
         note = "auto: " + why_not;
         return Policy::kReleaseReprefill;
       }
-      if (n < g.o.auto_reprefill_below) {
-        note = fmt::format("auto: {} tokens of context < {}: re-prefill is cheap and exact", n,
-                           g.o.auto_reprefill_below);
-        return Policy::kReleaseReprefill;
-      }
-      const double res = map.residual;
-      if (res >= 0 && res <= g.o.auto_max_residual) {
-        note = fmt::format("auto: map residual {:.2f} ≤ {:.2f}: molt", res, g.o.auto_max_residual);
-        return Policy::kMolt;
-      }
-      note = res >= 0 ? fmt::format("auto: map residual {:.2f} > {:.2f}: heal", res,
-                                    g.o.auto_max_residual)
-                      : "auto: map quality unknown: heal";
-      return Policy::kHeal;
-    }
+      return choose_auto(g, to, note);
     default:
       return requested;
   }
@@ -103,8 +153,12 @@ namespace {
 std::unique_ptr<KVCache> reread(State& g, int to, MigrationEvent& e) {
   const Clock::time_point t0 = Clock::now();
   auto dst = g.new_cache(to);
+  const Clock::time_point t1 = Clock::now();
   prefill_chunked(g.ladder.rung(to).model(), *dst, g.context(), g.o.prefill_chunk, {});
-  e.carry_ms = ms_between(t0, Clock::now());
+  const Clock::time_point t2 = Clock::now();
+  e.carry_ms = ms_between(t0, t2);
+  note_prefill_speed(g, g.ladder.rung(to).config(), static_cast<int64_t>(g.context().size()),
+                     ms_between(t1, t2));
   return dst;
 }
 
@@ -153,7 +207,7 @@ MigrationPlan plan_migration(const State& g, int to, double budget_mib) {
       g.o.policy == Policy::kMolt || g.o.policy == Policy::kHeal || g.o.policy == Policy::kAuto;
   const MapSummary map =
       may_map && route && route->method == "maps" ? summarize_map_dir(route->maps) : MapSummary{};
-  p.policy = resolve_policy(g, to, map, p.note);
+  p.policy = resolve_policy(g, to, p.note);
   p.peak_mib = accounted_peak(g, p.from, to, p.policy, map) / kMiB;
   const double receiver = g.footprint_mib(to);
   if (g.o.policy == Policy::kAuto && (p.policy == Policy::kMolt || p.policy == Policy::kHeal) &&
@@ -229,6 +283,10 @@ MigrationEvent migrate(State& g, const MigrationPlan& p) {
   if (policy == Policy::kHeal) g.heal = std::make_unique<HealJob>(g.context());
   if (g.meter) g.meter->after(e);
   return e;
+}
+
+void note_prefill_speed(State& g, const ModelConfig& c, int64_t n, double ms) {
+  if (n > 0 && ms > 0) g.prefill_flops_per_ms = prefill_flops(c, n) / ms;
 }
 
 void prefill_chunked(const Model& m, KVCache& cache, std::span<const int32_t> tokens, int64_t chunk,

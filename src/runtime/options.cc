@@ -115,8 +115,9 @@ const std::vector<Field>& top_fields() {
       field("capacity", &SessionOptions::capacity),
       field("shed_sink", &SessionOptions::shed_sink),
       field("shed_drop", &SessionOptions::shed_drop),
+      field("auto_max_stall_ms", &SessionOptions::auto_max_stall_ms),
+      field("auto_min_retention", &SessionOptions::auto_min_retention),
       field("auto_reprefill_below", &SessionOptions::auto_reprefill_below),
-      field("auto_max_residual", &SessionOptions::auto_max_residual),
       field("measure_seams", &SessionOptions::measure_seams),
       field("measure_rss", &SessionOptions::measure_rss),
   };
@@ -182,7 +183,8 @@ void SessionOptions::validate() const {
   need(shed_sink >= -1, "shed_sink", ">= -1 (-1: never shed)", d(shed_sink));
   need(shed_drop >= 0, "shed_drop", ">= 0 (0: a quarter of the capacity)", d(shed_drop));
   need(auto_reprefill_below >= 0, "auto_reprefill_below", ">= 0", d(auto_reprefill_below));
-  need(auto_max_residual >= 0, "auto_max_residual", ">= 0", auto_max_residual);
+  need(auto_max_stall_ms >= 0, "auto_max_stall_ms", ">= 0", auto_max_stall_ms);
+  need(auto_min_retention >= 0, "auto_min_retention", ">= 0", auto_min_retention);
   need(sampling.temperature >= 0 && std::isfinite(sampling.temperature), "sampling.temperature",
        ">= 0 (0: greedy)", sampling.temperature);
   need(sampling.top_k >= 0, "sampling.top_k", ">= 0 (0: off)", sampling.top_k);

@@ -52,6 +52,7 @@ struct State {
   int forced = -1;  // force_migration's target
   int64_t checks = 0, over = 0, up_count = 0, waited = 0;
   double last_budget = -1, reference_mib = 0;
+  double prefill_flops_per_ms = 0;  // the last native prefill's speed (auto's re-read estimate)
   Clock::time_point t_start, t_parked;
 
   std::vector<int32_t> answer;
@@ -113,6 +114,10 @@ void leave(State& g, int r);
 // Sheds `drop` positions after the first `sink` from the cache and the window (the cache's
 // ids), which must hold them.
 void shed_window(State& g, int64_t sink, int64_t drop);
+
+// Records a native prefill of n positions on a rung of config c that took `ms` (auto estimates
+// a re-read's stall from it).
+void note_prefill_speed(State& g, const ModelConfig& c, int64_t n, double ms);
 
 // Prefills `tokens` into an empty `cache` in chunks; the last position's logits go to
 // `last_logits` when it is not empty.

@@ -86,6 +86,9 @@ TEST(TransferTrace, LadderRoutesAreDerivedFromTheFittedOnes) {
   // routes.sh rewrites ladder.json from the routes it fitted; the committed file must be that.
   test::TempDir t;
   fs::copy_file(ladder() / "ladder.json", t / "ladder.json");
+  // The routes' evidence comes from their runs.
+  fs::create_directories(t / "maps");
+  fs::copy(ladder() / "maps" / "eval", t / "maps" / "eval");
   std::string routes;
   for (const TransferRoute& r : fitted_routes(ladder())) {
     routes += (routes.empty() ? "" : " ") + r.from + ":" + r.to;

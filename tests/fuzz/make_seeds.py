@@ -216,7 +216,7 @@ def seeds_options():
         "policy": "molt", "max_tokens": 64, "stop_at_eos": True, "stop_ids": [],
         "grace_steps": 2, "up_margin": 0.1, "up_after": 3, "prefill_chunk": 64,
         "heal_chunk": 64, "poll_ms": 20, "max_parked_steps": 1000000, "capacity": 0,
-        "shed_sink": -1, "shed_drop": 0, "auto_reprefill_below": 96, "auto_max_residual": 0.5,
+        "shed_sink": -1, "shed_drop": 0, "auto_reprefill_below": 0, "auto_max_stall_ms": 50, "auto_min_retention": 0.9,
         "measure_seams": False, "measure_rss": False,
         "sampling": {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "repetition_penalty": 1.0,
                      "seed": 0},

@@ -133,6 +133,33 @@ TEST(Manifest, BadManifestsNameFileAndField) {
   j["routes"].push_back(j["routes"][0]);
   EXPECT_NE(error_of(j).find("is listed twice"), std::string::npos) << error_of(j);
 
+  // A route's evidence (what auto reads): every number checked, named by its place.
+  const nlohmann::json evidence = {{"nll_gap", 0.05},
+                                   {"token_identity_nll_gap", 0.09},
+                                   {"prefix", 768},
+                                   {"needles",
+                                    {{{"tokens", 700}, {"receiver", 0.9}, {"map", 0.1}},
+                                     {{"tokens", 2000}, {"receiver", 0.5}, {"map", 0.0}}}}};
+  j = good();
+  j["routes"][0]["evidence"] = evidence;
+  EXPECT_EQ(error_of(j), "") << "good evidence refused";
+  j["routes"][0]["evidence"]["needles"][1]["receiver"] = 1.5;
+  EXPECT_NE(error_of(j).find("routes[0].evidence.needles[1].receiver: 1.5 is outside [0, 1]"),
+            std::string::npos)
+      << error_of(j);
+  j = good();
+  j["routes"][0]["evidence"] = evidence;
+  j["routes"][0]["evidence"]["needles"][1]["tokens"] = 600;
+  EXPECT_NE(error_of(j).find("needles[1].tokens: not above the previous entry's"),
+            std::string::npos)
+      << error_of(j);
+  j = good();
+  j["routes"][0]["evidence"] = evidence;
+  j["routes"][0]["evidence"].erase("nll_gap");
+  EXPECT_NE(error_of(j).find("routes[0].evidence.nll_gap: missing or not a number"),
+            std::string::npos)
+      << error_of(j);
+
   EXPECT_NE(error_of(nlohmann::json::array()).find("expected an object"), std::string::npos);
   try {
     Ladder::open(ladder_dir() / "absent.json");

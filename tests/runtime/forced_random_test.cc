@@ -205,16 +205,19 @@ void run_seed(Fixture& f, Policy policy, uint64_t seed, double p, Tally& t) {
   o.up_after = int64_t{1} << 40;  // no budget: the generation moves only when forced
   if (policy == Policy::kAuto) {  // let auto choose re-read, molt and heal
     const int64_t below[] = {0, 24, 1000};
-    const double residual[] = {0.5, 0.05, 100};
+    const double stall_ms[] = {0, 5, 1e9};
+    const double retention[] = {0, 0.9, 2};
     o.auto_reprefill_below = below[rng() % 3];
-    o.auto_max_residual = residual[rng() % 3];
+    o.auto_max_stall_ms = stall_ms[rng() % 3];
+    o.auto_min_retention = retention[rng() % 3];
   }
   const int start = static_cast<int>(rng() % static_cast<uint64_t>(l.size()));
   std::string trace = "seed " + std::to_string(seed) + " policy " + policy_name(policy) +
                       " start " + l.rung(start).name();
   if (policy == Policy::kAuto) {
     trace += " auto_reprefill_below " + std::to_string(o.auto_reprefill_below) +
-             " auto_max_residual " + std::to_string(o.auto_max_residual);
+             " auto_max_stall_ms " + std::to_string(o.auto_max_stall_ms) + " auto_min_retention " +
+             std::to_string(o.auto_min_retention);
   }
   SCOPED_TRACE(trace);  // the seed and options; each move is added to `trace` below
 

@@ -56,7 +56,8 @@ TEST(Options, EveryFieldRoundTrips) {
   o.transfer.anchors = 2;
   o.transfer.recompute_layers = 1;
   o.auto_reprefill_below = 10;
-  o.auto_max_residual = 0.125;
+  o.auto_max_stall_ms = 12.5;
+  o.auto_min_retention = 0.75;
   o.measure_seams = o.measure_rss = true;
   const nlohmann::json j = to_json(o);
   const SessionOptions back = options_from_json(j);
@@ -66,7 +67,7 @@ TEST(Options, EveryFieldRoundTrips) {
   EXPECT_EQ(back.sampling.seed, 99u);
   EXPECT_EQ(back.shed_sink, 4);
   // Every key JSON holds is a field the reader knows, and no field is left out.
-  EXPECT_EQ(j.size(), 20u);
+  EXPECT_EQ(j.size(), 21u);
 }
 
 TEST(Options, OverridesOnlyWhatIsNamed) {

@@ -35,7 +35,7 @@ Seam run_forced(Ladder& l, int from, int to, Policy policy, int64_t k, int64_t t
   o.policy = policy;
   o.max_tokens = tokens;
   o.stop_at_eos = false;
-  o.auto_reprefill_below = 0;
+  o.auto_max_stall_ms = 0;        // auto never re-reads
   o.up_after = int64_t{1} << 40;  // no budget: stay where forced
   const std::vector<int32_t> prompt = test::test_prompt();
   Generation g(l, nullptr, prompt, o);

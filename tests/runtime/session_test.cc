@@ -106,6 +106,7 @@ TEST_P(Forced, MigratesOnceAtTheGivenTokenWithNothingLost) {
   o.up_after = 1;
   o.up_margin = 0;
   o.auto_reprefill_below = 25;  // first-token seams re-prefill, later ones take a map
+  o.auto_max_stall_ms = 0;      // (whatever a re-read would cost on this machine)
   Outcome r = run(
       *l, policy,
       [&](const BudgetQuery& q, const Ladder& ld) {

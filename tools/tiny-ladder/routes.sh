@@ -43,12 +43,14 @@ REUSE_STATS="${REUSE_STATS:-0}"  # 1: re-solve from the statistics kept in work/
 HEAL_ONLY="${HEAL_ONLY:-0}"
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
-[[ -f "$work/corpus/train.jsonl" ]] || {
+# Calibration text (the training corpus) for everything but HEAL_ONLY, which reads only the
+# committed maps and held-out files.
+[[ "$HEAL_ONLY" == 1 || -f "$work/corpus/train.jsonl" ]] || {
   echo "routes.sh: $work/corpus/train.jsonl missing; run tools/tiny-ladder/build.sh first" >&2
   exit 1
 }
 calib="$work/calibration.txt"
-if [[ ! -s "$calib" ]]; then
+if [[ "$HEAL_ONLY" != 1 && ! -s "$calib" ]]; then
   "$py" - "$work/corpus/train.jsonl" "$calib" <<'PY'
 import json, sys
 with open(sys.argv[2], "w", encoding="utf-8") as out:
@@ -59,7 +61,8 @@ fi
 mkdir -p "$ladder/maps/eval" "$ladder/maps/ablations" "$work/maps"
 
 # The precision rung: l at int8 (per output channel), the route from l re-aligned diagonally.
-if [[ " $ROUTES " == *" l:l-int8 "* && "$FLOORS_ONLY" != 1 && "$ABLATIONS_ONLY" != 1 ]]; then
+if [[ " $ROUTES " == *" l:l-int8 "* && "$FLOORS_ONLY" != 1 && "$ABLATIONS_ONLY" != 1 &&
+      "$HEAL_ONLY" != 1 ]]; then
   rm -rf "$ladder/l-int8"
   "$molt" quantize --model "$ladder/l" --out "$ladder/l-int8" --int8 --group-size 0 >&2
   "$py" - "$ladder/ladder.json" <<'PY'

@@ -12,6 +12,7 @@ struct ChartSeries {
   std::string name;
   std::string color = "#333333";
   bool dashed = false;
+  double width = 2;  // stroke: a wider series drawn first stays visible under one it meets
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in the order given
 };
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,8 +39,18 @@ std::vector<std::pair<std::string, std::string>> transfer_figures(
 // those first, in the order given; then routes the manifest had that are neither fitted, derived
 // nor re-prefill; then each precision rung ("<parent>-int8") leaving by its parent's maps; then
 // re-prefill for every upward move left. The same routes always give the same file.
-nlohmann::ordered_json transfer_routes(const nlohmann::ordered_json& manifest,
-                                       const std::vector<TransferRoute>& routes);
+// Each fitted route carries its `evidence` (route_evidence, by route name) for auto; a precision
+// rung's derived routes carry their parent's.
+nlohmann::ordered_json transfer_routes(
+    const nlohmann::ordered_json& manifest, const std::vector<TransferRoute>& routes,
+    const std::map<std::string, nlohmann::ordered_json>& evidence = {});
+
+// What auto reads about a route (ladder/manifest.h RouteEvidence), from its runs in
+// `ladder`/maps/eval/: the map's and the token-identity floor's NLL gap (<name>.transfer.json)
+// and needle accuracy of the receiver and the map per context (<name>.needle-*.json). Null
+// when the route has no runs.
+nlohmann::ordered_json route_evidence(const std::filesystem::path& ladder,
+                                      const TransferRoute& route);
 
 // What a `molt transfer eval | needle --json` run read, by role, checksummed after the
 // measurement: {"from": {file: SHA-256}} (the sender's checkpoint files and tokenizer.json),

@@ -35,10 +35,14 @@ struct SessionOptions {
   int64_t shed_drop = 0;
 
   TransferOptions transfer;
-  // auto: re-prefill contexts up to this length (cheap and exact); beyond, molt when the map's
-  // held-out residual (metadata "residuals") is at most auto_max_residual, else heal.
-  int64_t auto_reprefill_below = 96;
-  double auto_max_residual = 0.5;
+  // auto, per migration: re-read (exact) when the receiver's re-read of the context, estimated
+  // at the speed of this generation's own prefills, takes at most auto_max_stall_ms (or the
+  // context is shorter than auto_reprefill_below tokens); else molt when the route's evidence
+  // (ladder.json) shows the map keeps at least auto_min_retention of the receiver's needle
+  // accuracy at about this context; else heal. The migration's note says which and why.
+  double auto_max_stall_ms = 50;
+  double auto_min_retention = 0.9;
+  int64_t auto_reprefill_below = 0;
 
   // Evidence (costs time outside the timed seam): the sender decodes the pending token before
   // it is released, for KL(p_sender ‖ p_receiver); RSS high-water mark per migration.
