@@ -107,12 +107,8 @@ void run(const DemoArgs& a) {
       "\nsame prompt and trace, each condition (seam KL = KL(p_sender ‖ p_receiver) at the "
       "seam):\n");
   const std::vector<std::pair<std::string, Policy>> conditions = {
-      {"A hold", Policy::kHold},
-      {"B small", Policy::kSmall},
-      {"C reprefill", Policy::kReprefill},
-      {"D molt", Policy::kMolt},
-      {"  heal", Policy::kHeal},
-      {"  auto", Policy::kAuto}};
+      {"A hold", Policy::kHold}, {"B small", Policy::kSmall}, {"C reprefill", Policy::kReprefill},
+      {"D molt", Policy::kMolt}, {"  heal", Policy::kHeal},   {"  auto", Policy::kAuto}};
   for (const auto& [label, policy] : conditions) {
     TraceBudget budget(trace);
     EventLog log;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "molt/kernels/linear.h"
+#include "molt/kernels/ops.h"
 
 namespace molt {
 
@@ -15,8 +16,5 @@ void matvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t 
 
 // dst[n] = f32 of n BF16 or F16 values.
 void widen_row_16(DType dtype, const uint16_t* src, int64_t n, float* dst);
-
-// The SIMD target dispatch picks on this CPU ("AVX2", "AVX3", ...), for benchmark reports.
-const char* simd_target_name();
 
 }  // namespace molt

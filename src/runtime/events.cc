@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace molt {
@@ -45,6 +46,7 @@ nlohmann::json to_json(const MigrationEvent& e) {
                       {"carry_ms", r3(e.carry_ms)},
                       {"first_decode_ms", r3(e.first_decode_ms)},
                       {"seam_kl", num(e.seam_kl)}};
+  if (std::isfinite(e.transfer_kl)) j["transfer_kl"] = num(e.transfer_kl);
   if (e.deferred_flops > 0) j["deferred_flops"] = e.deferred_flops;
   if (!e.note.empty()) j["note"] = e.note;
   return j;

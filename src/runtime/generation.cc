@@ -380,7 +380,7 @@ void end_step(State& g, Step& out, Clock::time_point t_check, Clock::time_point 
     const Clock::time_point t_end = Clock::now();
     e.first_decode_ms = ms_between(t_decode, t_end);
     e.ms = ms_between(t_check, t_end) - g.evidence_ms;
-    if (g.meter) g.meter->seam_logits(e, g.logits, g.ladder.vocab_size());
+    if (g.meter) g.meter->seam_logits(g, e);
     g.done.migration_ms += e.ms;
     ++g.done.migrations;
     g.migrations.push_back(e);

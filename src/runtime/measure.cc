@@ -45,10 +45,17 @@ void SeamMeter::after(MigrationEvent& e) {
   e.rss_peak_mib = (static_cast<double>(m.peak_bytes) - static_cast<double>(rss_base_)) / kMiB;
 }
 
-void SeamMeter::seam_logits(MigrationEvent& e, std::span<const float> receiver, int64_t vocab) {
-  if (sender_.empty()) return;
-  e.seam_kl = kl_logits(sender_, receiver, vocab);
+void SeamMeter::seam_logits(const State& g, MigrationEvent& e) {
+  if (!seams_) return;
+  const int64_t vocab = g.ladder.vocab_size();
+  if (!sender_.empty()) e.seam_kl = kl_logits(sender_, g.logits, vocab);
   sender_.clear();
+  const Rung& r = g.ladder.rung(g.rung);
+  if (r.state() != RungState::kLoaded || g.window.empty()) return;
+  KVCache native = r.model().new_cache(static_cast<int64_t>(g.window.size()));
+  std::vector<float> logits(static_cast<size_t>(r.config().vocab_size));
+  r.model().forward(g.window, native, {}, logits);
+  e.transfer_kl = kl_logits(logits, g.logits, vocab);
 }
 
 }  // namespace molt::runtime

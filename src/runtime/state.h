@@ -95,8 +95,10 @@ class SeamMeter {
   double before(State& g, const MigrationPlan& p);
   void window_open();             // the sender is what the policy makes it
   void after(MigrationEvent& e);  // the receiver is ready
-  // After the receiver's first logits: KL(p_sender ‖ p_receiver).
-  void seam_logits(MigrationEvent& e, std::span<const float> receiver, int64_t vocab);
+  // After the receiver's first logits (g.logits): KL(p_sender ‖ p_receiver), and
+  // KL(p_receiver,native ‖ p_receiver) against the receiver re-reading the window in a cache
+  // of its own.
+  void seam_logits(const State& g, MigrationEvent& e);
 
  private:
   bool seams_, rss_;

@@ -19,6 +19,9 @@ void add_inplace(float* y, const float* x, int64_t n);
 
 float dot(const float* a, const float* b, int64_t n);
 
+// The SIMD target dispatch picks on this CPU ("AVX2", "AVX3", "NEON", ...), for reports.
+const char* simd_target_name();
+
 // RoPE, rotate-half convention (Hugging Face / Qwen2): for i < d/2,
 //   (x[i], x[i+d/2]) ← (x[i]·cos − x[i+d/2]·sin, x[i+d/2]·cos + x[i]·sin),
 // angle = pos · theta^(−2i/d). `inverse` rotates by −angle (un-rotation). This file holds the

@@ -44,6 +44,9 @@ struct MigrationEvent {
   double rss_peak_mib = NAN;
   double load_ms = 0, carry_ms = 0, first_decode_ms = 0;
   double seam_kl = NAN;  // KL(p_sender ‖ p_receiver) at the seam, when measured
+  // KL(p_receiver,native ‖ p_receiver) at the seam, when measured: what the carried cache
+  // changed against the receiver re-reading the context (0 for a re-read).
+  double transfer_kl = NAN;
   std::string note;      // why a fallback was taken, or what auto chose and why
 };
 

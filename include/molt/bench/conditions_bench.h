@@ -1,0 +1,60 @@
+// The conditions of the evaluation (DESIGN.md §6; issue "molt bench run"): every policy on the
+// same prompts under the same pressure traces, each generation driven through the one loop
+// (Generation::step), with what a user would see: killed, tokens lost or duplicated at a seam,
+// the stall at each seam (ms, and in the receiver's decode steps), seam and transfer
+// divergence, the answer's quality after the pressure began (NLL under the top rung read
+// natively, and agreement with the answer given without pressure), the accounted peak and the
+// worst overshoot of the budget. Spread over prompts: median with a bootstrap interval.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "molt/ladder/ladder.h"
+#include "molt/runtime/policy.h"
+
+namespace molt {
+
+class Tokenizer;
+
+struct BenchPrompt {
+  std::string name;  // "prose-3", "chat-1"
+  std::string kind;  // "prose" (held-out text to continue) or "chat" (a ChatML question)
+  std::vector<int32_t> ids;
+};
+
+// `prose` paragraphs of held-out text (the first up to 160 tokens of paragraphs of at least 48,
+// spread evenly over `text`) and `chat` ChatML questions from a needle file (its chat items at
+// `chat_context` tokens). Errors name the file when it has too few.
+std::vector<BenchPrompt> bench_prompts(const Tokenizer& tok, const std::string& text_file,
+                                       const std::string& needles_file, int prose, int chat,
+                                       int64_t chat_context = 256);
+
+struct ConditionsOptions {
+  std::vector<Policy> policies = {
+      Policy::kHold, Policy::kSmall, Policy::kReprefill, Policy::kReleaseReprefill,
+      Policy::kMolt, Policy::kHeal,  Policy::kAuto};
+  int64_t max_tokens = 48;
+  int bootstrap = 1000;  // resamples for each interval
+  uint64_t seed = 1;     // of the bootstrap
+};
+
+// Median over `xs` and a 95% percentile-bootstrap interval of the median ({} when empty).
+struct Spread {
+  double median = 0, lo = 0, hi = 0;
+  int64_t n = 0;
+};
+Spread bootstrap_median(std::vector<double> xs, int resamples, uint64_t seed);
+
+// {"policies", "traces": [{name, description}], "prompts": [{name, kind, tokens}], "runs":
+// [...one per policy × trace × prompt...], "summary": [...per policy × trace, and "all"...]}.
+// `progress(done, total)` after each generation.
+nlohmann::json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
+                              std::span<const std::string> trace_files, const ConditionsOptions& o,
+                              const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace molt

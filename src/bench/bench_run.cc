@@ -1,0 +1,143 @@
+#include "molt/bench/bench_run.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "molt/bench/conditions_bench.h"
+#include "molt/common/error.h"
+#include "molt/kernels/ops.h"
+#include "molt/kernels/threads.h"
+#include "molt/ladder/ladder.h"
+#include "molt/tokenizer/tokenizer.h"
+#include "molt/transfer/map_file.h"
+
+namespace molt {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// One line of a command's output ("" when it fails): git's answers for the provenance.
+std::string first_line(const std::string& cmd) {
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  char buf[256] = {};
+  std::string out = std::fgets(buf, sizeof buf, p) != nullptr ? buf : "";
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.starts_with("model name") || line.starts_with("Model")) {
+      const size_t c = line.find(':');
+      if (c != std::string::npos) return line.substr(line.find_first_not_of(' ', c + 1));
+    }
+  }
+  return "unknown";
+}
+
+// SHA-256 of every file the ladder's rungs and maps are read from, by path relative to the
+// manifest's folder.
+json ladder_sha256(const fs::path& manifest) {
+  json out = json::object();
+  const fs::path base = manifest.parent_path();
+  out[manifest.filename().string()] = sha256_file(manifest);
+  auto l = Ladder::open(manifest);
+  auto add_dir = [&](const fs::path& dir) {
+    if (!fs::is_directory(dir)) return;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_regular_file()) {
+        out[fs::relative(e.path(), base).generic_string()] = sha256_file(e.path());
+      }
+    }
+  };
+  for (int i = 0; i < l->size(); ++i) add_dir(l->rung(i).path());
+  for (const ManifestRoute& r : l->manifest().routes) {
+    if (r.method == "maps") add_dir(r.maps);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<fs::path> evaluation_traces(const fs::path& dir, bool quick) {
+  std::vector<std::string> names = {"spike_mid_answer", "slow_squeeze", "flapping",
+                                    "cut_below_smallest", "cut_and_recovery"};
+  if (quick) names = {"spike_mid_answer", "cut_below_smallest"};
+  std::vector<fs::path> out;
+  for (const std::string& n : names) out.push_back(dir / (n + ".json"));
+  return out;
+}
+
+json run_provenance(const fs::path& source_dir, int threads) {
+  const std::string git = fmt::format("git -C '{}' ", source_dir.string());
+  std::string commit = first_line(git + "rev-parse HEAD 2>/dev/null");
+  const bool dirty = !commit.empty() && !first_line(git + "status --porcelain 2>/dev/null").empty();
+  if (commit.empty()) commit = "unknown";
+  const std::time_t now = std::time(nullptr);
+  char when[32] = {};
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"commit", commit},
+          {"dirty", dirty},
+          {"cpu", cpu_model()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"simd", simd_target_name()},
+          {"threads", threads},
+          {"started", when}};
+}
+
+json bench_run(const BenchRunOptions& o,
+               const std::function<void(const std::string&, int64_t, int64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  set_num_threads(o.threads);
+  auto ladder = Ladder::open(o.ladder);
+  std::vector<std::string> traces;
+  for (const fs::path& t : o.traces.empty() ? evaluation_traces(o.traces_dir, o.quick) : o.traces) {
+    if (!fs::exists(t)) fail("{}: trace not found", t.string());
+    traces.push_back(t.string());
+  }
+  json results = {{"schema", "molt-results/1"},
+                  {"quick", o.quick},
+                  {"provenance", run_provenance(fs::absolute(o.ladder).parent_path(), o.threads)}};
+  auto tok = Tokenizer::load(ladder->rung(0).path());
+  const int prose = o.quick ? 2 : 12, chat = o.quick ? 2 : 8;
+  const std::vector<BenchPrompt> prompts =
+      bench_prompts(*tok, o.text.string(), o.needles.string(), prose, chat);
+  ConditionsOptions co;
+  co.max_tokens = o.quick ? 40 : 48;
+  results["conditions"] =
+      run_conditions(*ladder, prompts, traces, co, [&](int64_t done, int64_t total) {
+        if (progress) progress("conditions", done, total);
+      });
+  json inputs = {{"ladder", o.ladder.generic_string()},
+                 {"text", o.text.filename().string()},
+                 {"needles", o.needles.filename().string()},
+                 {"sha256", ladder_sha256(o.ladder)}};
+  inputs["sha256"][o.text.filename().string()] = sha256_file(o.text);
+  inputs["sha256"][o.needles.filename().string()] = sha256_file(o.needles);
+  for (const std::string& t : traces) {
+    inputs["sha256"][fs::path(t).filename().string()] = sha256_file(t);
+  }
+  results["inputs"] = inputs;
+  // What this run does not measure yet, named on the page rather than left out silently.
+  results["not_measured"] = json::array(
+      {"ablations (each mechanism removed on its own)",
+       "transfer per route (residuals per layer, NLL gap beside the floors, needles at ~700 and "
+       "~2,000 tokens): see models/tiny-ladder/TRANSFER.md",
+       "switch cost against context at the tiny and the real geometries: see docs/SWITCHING.md",
+       "speed and memory at the real geometries: see docs/PERFORMANCE.md",
+       "tenants (molt bench tenants)"});
+  results["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return results;
+}
+
+}  // namespace molt

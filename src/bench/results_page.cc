@@ -1,0 +1,334 @@
+#include "molt/bench/results_page.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "molt/bench/line_chart.h"
+#include "molt/common/error.h"
+
+namespace molt {
+namespace {
+
+using json = nlohmann::json;
+
+// One block of the page, rendered to Markdown and to HTML alike.
+struct Block {
+  enum Kind { kHeading, kParagraph, kList, kTable, kFigure } kind = kParagraph;
+  int level = 2;
+  std::string text;                            // heading, paragraph, figure caption
+  std::vector<std::string> items;              // list items
+  std::vector<std::vector<std::string>> rows;  // table: header first
+  std::string figure, svg;                     // figure path and its SVG
+};
+
+const json& at(const json& j, const std::string& key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) fail("results.json: {}: missing field '{}'", where, key);
+  return j.at(key);
+}
+
+std::string html_escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// `code` spans become <code>; everything else is escaped.
+std::string inline_html(const std::string& s) {
+  std::string out;
+  bool code = false;
+  size_t from = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == '`') {
+      out += html_escaped(s.substr(from, i - from));
+      if (i < s.size()) out += code ? "</code>" : "<code>";
+      code = i < s.size() ? !code : code;
+      from = i + 1;
+    }
+  }
+  return out;
+}
+
+std::string markdown(const std::vector<Block>& blocks) {
+  std::string md;
+  for (const Block& b : blocks) {
+    switch (b.kind) {
+      case Block::kHeading:
+        md += std::string(static_cast<size_t>(b.level), '#') + " " + b.text + "\n\n";
+        break;
+      case Block::kParagraph:
+        md += b.text + "\n\n";
+        break;
+      case Block::kList:
+        for (const std::string& i : b.items) md += "- " + i + "\n";
+        md += "\n";
+        break;
+      case Block::kTable:
+        for (size_t r = 0; r < b.rows.size(); ++r) {
+          md += "| " + fmt::format("{}", fmt::join(b.rows[r], " | ")) + " |\n";
+          if (r == 0) {
+            md += "|";
+            for (size_t c = 0; c < b.rows[0].size(); ++c) md += "---|";
+            md += "\n";
+          }
+        }
+        md += "\n";
+        break;
+      case Block::kFigure:
+        md += fmt::format("![{}]({})\n\n", b.text, b.figure);
+        break;
+    }
+  }
+  while (md.size() > 1 && md[md.size() - 2] == '\n') md.pop_back();
+  return md;
+}
+
+std::string html(const std::vector<Block>& blocks, const std::string& title) {
+  std::string h = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<title>{}</title>\n<style>\n"
+      "body {{ font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; "
+      "line-height: 1.45; color: #222; }}\n"
+      "table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.85em; display: block; "
+      "overflow-x: auto; }}\n"
+      "th, td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }}\n"
+      "td {{ white-space: nowrap; }} td small {{ color: #666; }}\n"
+      "th {{ vertical-align: bottom; }}\n"
+      "th:first-child, td:first-child {{ text-align: left; }}\n"
+      "th {{ background: #f3f3f3; }}\n"
+      "figure {{ margin: 1em 0; }} figure svg {{ max-width: 100%; height: auto; }}\n"
+      "code {{ background: #f3f3f3; padding: 0 0.2em; }}\n"
+      "</style>\n</head>\n<body>\n",
+      html_escaped(title));
+  for (const Block& b : blocks) {
+    switch (b.kind) {
+      case Block::kHeading:
+        h += fmt::format("<h{0}>{1}</h{0}>\n", b.level, inline_html(b.text));
+        break;
+      case Block::kParagraph:
+        h += "<p>" + inline_html(b.text) + "</p>\n";
+        break;
+      case Block::kList:
+        h += "<ul>\n";
+        for (const std::string& i : b.items) h += "<li>" + inline_html(i) + "</li>\n";
+        h += "</ul>\n";
+        break;
+      case Block::kTable:
+        h += "<table>\n";
+        for (size_t r = 0; r < b.rows.size(); ++r) {
+          const char* cell = r == 0 ? "th" : "td";
+          h += "<tr>";
+          for (const std::string& c : b.rows[r]) {
+            // "median [lo, hi]": the interval on a line of its own, smaller.
+            std::string v = inline_html(c);
+            const size_t ci = v.find(" [");
+            if (r > 0 && ci != std::string::npos && v.ends_with("]")) {
+              v = v.substr(0, ci) + "<br><small>" + v.substr(ci + 1) + "</small>";
+            }
+            h += fmt::format("<{0}>{1}</{0}>", cell, v);
+          }
+          h += "</tr>\n";
+        }
+        h += "</table>\n";
+        break;
+      case Block::kFigure:
+        h += "<figure>\n" + b.svg + "<figcaption>" + inline_html(b.text) +
+             "</figcaption>\n</figure>\n";
+        break;
+    }
+  }
+  return h + "</body>\n</html>\n";
+}
+
+// "12.3 [10.1, 14.2]" from a spread {median, lo, hi}; "—" when nothing was measured.
+std::string spread(const json& s, int decimals) {
+  if (s.is_null()) return "—";
+  const auto f = [&](const char* k) {
+    return fmt::format("{:.{}f}", s.at(k).get<double>(), decimals);
+  };
+  return fmt::format("{} [{}, {}]", f("median"), f("lo"), f("hi"));
+}
+
+std::vector<std::string> condition_row(const json& s) {
+  const int64_t over = s.at("overshooting_runs").get<int64_t>();
+  return {fmt::format("`{}`", s.at("policy").get<std::string>()),
+          fmt::format("{}", s.at("runs").get<int64_t>()),
+          fmt::format("{}", s.at("killed").get<int64_t>()),
+          fmt::format("{} / {}", s.at("lost").get<int64_t>(), s.at("duplicated").get<int64_t>()),
+          spread(s.at("max_stall_ms"), 1),
+          spread(s.at("max_stall_steps"), 1),
+          spread(s.at("seam_kl"), 3),
+          spread(s.at("transfer_kl"), 3),
+          spread(s.at("nll_after_pressure"), 3),
+          spread(s.at("agreement"), 2),
+          spread(s.at("peak_mib"), 1),
+          over == 0
+              ? "0"
+              : fmt::format("{} (worst {:.1f})", over, s.at("worst_overshoot_mib").get<double>())};
+}
+
+const std::vector<std::string> kConditionHeader = {"policy",
+                                                   "runs",
+                                                   "killed",
+                                                   "lost / duplicated",
+                                                   "seam stall ms",
+                                                   "stall (receiver decode steps)",
+                                                   "seam KL",
+                                                   "transfer KL",
+                                                   "NLL after pressure (top rung)",
+                                                   "agreement with no pressure",
+                                                   "peak MiB",
+                                                   "runs over budget (worst MiB)"};
+
+// Budget and accounted usage over the session's steps, one line per policy, for one prompt.
+LineChart usage_chart(const json& conditions, const std::string& trace, const std::string& prompt) {
+  LineChart c;
+  c.title = fmt::format("{} · {}: budget and what each policy holds", trace, prompt);
+  c.x_label = "session step (tokens, and checks while parked)";
+  c.y_label = "MiB";
+  c.y_min = 0;
+  c.y_max = 0;
+  const char* colors[] = {"#e41a1c", "#377eb8", "#4daf4a", "#984ea3",
+                          "#ff7f00", "#a65628", "#f781bf", "#999999"};
+  ChartSeries budget{"budget", "#000000", true, 1.5, {}};
+  const json* longest = nullptr;  // the budget as the longest run saw it
+  size_t k = 0;
+  for (const json& r : conditions.at("runs")) {
+    if (r.at("trace") != trace || r.at("prompt") != prompt) continue;
+    if (longest == nullptr || r.at("series").size() > longest->at("series").size()) longest = &r;
+    ChartSeries s{r.at("policy").get<std::string>(), colors[k++ % 8], false, 2, {}};
+    for (const json& p : r.at("series")) {
+      const double used = p.at(2).get<double>();
+      s.points.emplace_back(p.at(0).get<double>(), used);
+      c.y_max = std::max(c.y_max, used);
+    }
+    c.series.push_back(std::move(s));
+  }
+  if (longest != nullptr) {
+    for (const json& p : longest->at("series")) {
+      if (!p.at(1).is_number()) continue;
+      budget.points.emplace_back(p.at(0).get<double>(), p.at(1).get<double>());
+      c.y_max = std::max(c.y_max, p.at(1).get<double>());
+    }
+  }
+  if (!budget.points.empty()) c.series.insert(c.series.begin(), std::move(budget));
+  c.y_max = std::max(4.0, std::ceil(c.y_max * 1.05 / 4) * 4);  // whole MiB at every grid line
+  // x ticks every 8 steps up to the longest series.
+  double last = 0;
+  for (const ChartSeries& s : c.series) {
+    if (!s.points.empty()) last = std::max(last, s.points.back().first);
+  }
+  for (double x = 0; x <= last; x += 8) c.x_ticks.push_back(x);
+  return c;
+}
+
+}  // namespace
+
+ResultsPage results_page(const json& r) {
+  const json& prov = at(r, "provenance", "top level");
+  const json& cond = at(r, "conditions", "top level");
+  const json& inputs = at(r, "inputs", "top level");
+  std::vector<Block> b;
+  ResultsPage page;
+  auto para = [&](std::string t) {
+    b.push_back({Block::kParagraph, 2, std::move(t), {}, {}, "", ""});
+  };
+  auto head = [&](int level, std::string t) {
+    b.push_back({Block::kHeading, level, std::move(t), {}, {}, "", ""});
+  };
+  head(1, "molt: results");
+  para(
+      "Generated by `molt bench run` from `results.json` alone; nothing here is typed by hand, and "
+      "`tests/cli/bench_run_test.cc` checks every number on this page against the JSON.");
+  para(fmt::format(
+      "Commit `{}`{} · {}, {} cores, SIMD {}, {} threads · started {} · {:.0f} s · {} run · "
+      "ladder `{}` ({} files, SHA-256 in the JSON).",
+      at(prov, "commit", "provenance").get<std::string>(),
+      at(prov, "dirty", "provenance").get<bool>() ? " (with uncommitted changes)" : " (clean tree)",
+      at(prov, "cpu", "provenance").get<std::string>(),
+      at(prov, "cores", "provenance").get<int64_t>(),
+      at(prov, "simd", "provenance").get<std::string>(),
+      at(prov, "threads", "provenance").get<int64_t>(),
+      at(prov, "started", "provenance").get<std::string>(),
+      at(r, "seconds", "top level").get<double>(),
+      at(r, "quick", "top level").get<bool>() ? "quick" : "full",
+      at(inputs, "ladder", "inputs").get<std::string>(), at(inputs, "sha256", "inputs").size()));
+
+  head(2, "What this page does not show");
+  Block missing{Block::kList, 2, "", {}, {}, "", ""};
+  for (const json& m : at(r, "not_measured", "top level")) {
+    missing.items.push_back("Not measured by this run: " + m.get<std::string>() + ".");
+  }
+  missing.items.push_back(
+      "Wall-clock figures (seam stall ms) come from this one machine, shared with other work "
+      "while it ran; compare policies within a table, not with another machine.");
+  missing.items.push_back(
+      "The tiny ladder's text is plain rather than fluent: NLL and agreement compare policies, "
+      "they do not rate the answers.");
+  b.push_back(std::move(missing));
+
+  head(2, "Conditions");
+  const json& prompts = at(cond, "prompts", "conditions");
+  int64_t prose = 0, chat = 0;
+  for (const json& p : prompts) (p.at("kind") == "chat" ? chat : prose) += 1;
+  const json& boot = at(cond, "bootstrap", "conditions");
+  para(fmt::format(
+      "Every policy on the same {} prompts ({} of held-out prose from `{}`, {} ChatML questions "
+      "from `{}`), {} answer tokens each, greedy, under each trace below: A `hold`, B `small`, C "
+      "`reprefill`, C′ `release-reprefill`, D `molt`, `heal`, `auto`. Each cell is the median over "
+      "prompts with its {:.2f} bootstrap interval ({} resamples, seed {}). Seam stall: the longest "
+      "downward switch of a run, in ms and in the receiver's decode steps; seam KL = KL(p_sender ‖ "
+      "p_receiver) and transfer KL = KL(p_receiver,native ‖ p_receiver) at those seams; NLL after "
+      "pressure: the top rung's NLL (read natively) of the answer from the trace's "
+      "first cut on; agreement: the share of those tokens equal to the answer given without "
+      "pressure; lost / duplicated: tokens missing from or repeated in the stream (must be 0).",
+      prompts.size(), prose, at(inputs, "text", "inputs").get<std::string>(), chat,
+      at(inputs, "needles", "inputs").get<std::string>(),
+      at(cond, "max_tokens", "conditions").get<int64_t>(), boot.at("interval").get<double>(),
+      boot.at("resamples").get<int64_t>(), boot.at("seed").get<int64_t>()));
+  auto table_for = [&](const std::string& trace) {
+    Block t{Block::kTable, 2, "", {}, {kConditionHeader}, "", ""};
+    for (const json& s : at(cond, "summary", "conditions")) {
+      if (s.at("trace") == trace) t.rows.push_back(condition_row(s));
+    }
+    return t;
+  };
+  head(3, "All traces together");
+  b.push_back(table_for("all"));
+  const std::string first_prompt = prompts.at(0).at("name").get<std::string>();
+  for (const json& t : at(cond, "traces", "conditions")) {
+    const std::string name = t.at("name").get<std::string>();
+    head(3, fmt::format("Trace `{}`", name));
+    para(t.at("description").get<std::string>());
+    const std::string file = fmt::format("results/conditions-{}.svg", name);
+    const std::string svg = line_chart_svg(usage_chart(cond, name, first_prompt));
+    page.figures.emplace_back(file, svg);
+    b.push_back(
+        {Block::kFigure,
+         2,
+         fmt::format("Budget and accounted usage per session step, prompt {}", first_prompt),
+         {},
+         {},
+         file,
+         svg});
+    b.push_back(table_for(name));
+  }
+  page.markdown = markdown(b);
+  page.html = html(b, "molt: results");
+  return page;
+}
+
+}  // namespace molt

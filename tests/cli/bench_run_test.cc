@@ -1,0 +1,161 @@
+// molt bench run --quick end to end: results.json, and a page whose every number is one of the
+// JSON's (issue "molt bench run": no number typed by hand), regenerated from the JSON alone.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace molt {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::run_molt;
+
+const std::string kSrc = MOLT_SOURCE_DIR;
+
+// The numbers written in `text`: digit runs (with a fraction) that are not part of a word, a
+// hex hash, a date's later fields or a file name; signs are ignored.
+std::vector<std::string> numbers_in(const std::string& text) {
+  std::vector<std::string> out;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    const char prev = i == 0 ? ' ' : text[i - 1];
+    if (!std::isdigit(static_cast<unsigned char>(text[i])) || word(prev) || prev == '.' ||
+        prev == '-') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    if (j + 1 < text.size() && text[j] == '.' &&
+        std::isdigit(static_cast<unsigned char>(text[j + 1]))) {
+      ++j;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+    }
+    if (j == text.size() || !word(text[j])) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+// Every number the JSON holds, as it would print with 0..4 decimals (numbers inside strings
+// such as trace descriptions, too).
+std::set<std::string> printed_forms(const json& j) {
+  std::set<std::string> out;
+  std::vector<const json*> todo = {&j};
+  while (!todo.empty()) {
+    const json* v = todo.back();
+    todo.pop_back();
+    if (v->is_structured()) {
+      for (const json& c : *v) todo.push_back(&c);
+    } else if (v->is_number()) {
+      const double x = std::abs(v->get<double>());
+      for (int d = 0; d <= 4; ++d) out.insert(fmt::format("{:.{}f}", x, d));
+    } else if (v->is_string()) {
+      for (const std::string& n : numbers_in(v->get<std::string>())) out.insert(n);
+    }
+  }
+  return out;
+}
+
+// The text a reader sees in the HTML: no style, no SVG (its coordinates), no tags.
+std::string visible_text(std::string h) {
+  for (const auto& [open, close] : {std::pair{"<style", "</style>"}, std::pair{"<svg", "</svg>"}}) {
+    for (size_t a; (a = h.find(open)) != std::string::npos;) {
+      const size_t b = h.find(close, a);
+      h.erase(a, b == std::string::npos ? std::string::npos : b - a + std::string(close).size());
+    }
+  }
+  std::string out;
+  bool tag = false;
+  for (char c : h) {
+    if (c == '<') {
+      tag = true;
+      out += ' ';
+    } else if (c == '>') {
+      tag = false;
+    } else if (!tag) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
+  test::TempDir t;
+  const std::string args = fmt::format(
+      "bench run --quick --ladder {0}/models/tiny-ladder/ladder.json --text "
+      "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
+      "--traces-dir {0}/traces --threads 1 --out {1}",
+      kSrc, t.path().string());
+  const auto r = run_molt(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json results = json::parse(test::read_file(t / "results.json"));
+  const json& cond = results.at("conditions");
+  ASSERT_EQ(cond.at("prompts").size(), 4u);
+  ASSERT_EQ(cond.at("traces").size(), 2u);
+  ASSERT_EQ(cond.at("runs").size(), 7u * 2 * 4);
+  for (const json& run : cond.at("runs")) {
+    SCOPED_TRACE(run.at("policy").get<std::string>() + " " + run.at("trace").get<std::string>());
+    EXPECT_EQ(run.at("lost"), 0);        // no token lost ...
+    EXPECT_EQ(run.at("duplicated"), 0);  // ... or repeated at a seam
+    // hold is the only condition the OS kills; every other finishes its answer.
+    EXPECT_EQ(run.at("killed").get<bool>(), run.at("policy") == "hold");
+    if (run.at("policy") != "hold") {
+      EXPECT_EQ(run.at("tokens"), cond.at("max_tokens"));
+    }
+  }
+  EXPECT_FALSE(results.at("inputs").at("sha256").empty());
+
+  const std::set<std::string> known = printed_forms(results);
+  const std::string md = test::read_file(t / "RESULTS.md");
+  const std::string html = visible_text(test::read_file(t / "results.html"));
+  int checked = 0;
+  for (const auto& [page, text] : {std::pair{"RESULTS.md", md}, std::pair{"results.html", html}}) {
+    for (const std::string& n : numbers_in(text)) {
+      EXPECT_TRUE(known.count(n)) << page << ": " << n << " is no number of results.json";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 300);  // the tables are there
+
+  // The page links its plots, which exist, and comes from the JSON alone.
+  for (const json& tr : cond.at("traces")) {
+    const std::string svg = "results/conditions-" + tr.at("name").get<std::string>() + ".svg";
+    EXPECT_NE(md.find("](" + svg + ")"), std::string::npos) << svg;
+    EXPECT_TRUE(fs::exists(t / svg)) << svg;
+  }
+  test::TempDir again;
+  fs::copy_file(t / "results.json", again / "results.json");
+  ASSERT_EQ(run_molt("bench results --in " + again.path().string()).exit_code, 0);
+  EXPECT_EQ(test::read_file(again / "RESULTS.md"), md);
+  EXPECT_EQ(test::read_file(again / "results.html"), test::read_file(t / "results.html"));
+}
+
+TEST(BenchRun, BadInputsAreClearErrors) {
+  auto r = run_molt("bench run --quick --ladder /nonexistent/ladder.json --out /tmp/x");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("/nonexistent/ladder.json"), std::string::npos) << r.output;
+  r =
+      run_molt(fmt::format("bench run --quick --ladder {0}/models/tiny-ladder/ladder.json "
+                           "--trace /nonexistent/trace.json --out /tmp/x",
+                           kSrc));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("/nonexistent/trace.json"), std::string::npos) << r.output;
+  test::TempDir t;
+  test::write_file(t / "results.json", "{\"provenance\": {}}");
+  r = run_molt("bench results --in " + t.path().string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("missing field"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace molt
