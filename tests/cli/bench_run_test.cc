@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "molt/transfer/map_file.h"
 #include "test_util.h"
 
 namespace molt {
@@ -138,6 +139,36 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   ASSERT_EQ(run_molt("bench results --in " + again.path().string()).exit_code, 0);
   EXPECT_EQ(test::read_file(again / "RESULTS.md"), md);
   EXPECT_EQ(test::read_file(again / "results.html"), test::read_file(t / "results.html"));
+}
+
+TEST(BenchRun, CommittedPageIsGeneratedFromItsJsonAndTheCommittedFiles) {
+  // docs/results: the full run's page, regenerated from its JSON, and the files it measured.
+  const fs::path dir = test::trace_root() / "docs" / "results";
+  const json results = json::parse(test::read_file(dir / "results.json"));
+  EXPECT_FALSE(results.at("quick").get<bool>()) << "docs/results holds a --quick run";
+  test::TempDir t;
+  fs::copy_file(dir / "results.json", t / "results.json");
+  ASSERT_EQ(run_molt("bench results --in " + t.path().string()).exit_code, 0);
+  const std::string fix = "run molt bench run --out docs/results on a clean tree and commit it";
+  EXPECT_EQ(test::read_file(t / "RESULTS.md"), test::read_file(dir / "RESULTS.md")) << fix;
+  EXPECT_EQ(test::read_file(t / "results.html"), test::read_file(dir / "results.html")) << fix;
+  for (const auto& e : fs::directory_iterator(t / "results")) {
+    EXPECT_EQ(test::read_file(e.path()), test::read_file(dir / "results" / e.path().filename()))
+        << e.path().filename() << ": " << fix;
+  }
+  // Every file it read, as committed now: the ladder's, the prompts' and the traces'.
+  const json& in = results.at("inputs");
+  const fs::path ladder = test::trace_root() / in.at("ladder").get<std::string>();
+  int checked = 0;
+  for (const auto& [name, sha] : in.at("sha256").items()) {
+    fs::path p = ladder.parent_path() / name;
+    if (!fs::exists(p)) p = ladder.parent_path() / "data" / name;
+    if (!fs::exists(p)) p = test::trace_root() / "traces" / name;
+    ASSERT_TRUE(fs::exists(p)) << name;
+    EXPECT_EQ(sha256_file(p), sha.get<std::string>()) << name << " changed since measured: " << fix;
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
 }
 
 TEST(BenchRun, BadInputsAreClearErrors) {
