@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "molt/bench/needles.h"
@@ -59,11 +60,12 @@ struct Baseline {
 
 // One generation under one policy and trace, stepped through the one loop.
 json run_one(Ladder& ladder, const Model& top, const BenchPrompt& prompt,
-             const PressureTrace& trace, Policy policy, const ConditionsOptions& o,
-             const Baseline& base, int64_t span_from) {
+             const PressureTrace& trace, Policy policy, const TransferOptions& transfer,
+             const ConditionsOptions& o, const Baseline& base, int64_t span_from) {
   TraceBudget budget(trace);
   SessionOptions so;
   so.policy = policy;
+  so.transfer = transfer;
   so.max_tokens = o.max_tokens;
   so.stop_at_eos = false;
   so.measure_seams = true;
@@ -149,7 +151,8 @@ json run_one(Ladder& ladder, const Model& top, const BenchPrompt& prompt,
     }
     agree = static_cast<double>(same) / static_cast<double>(A - span_from);
   }
-  return {{"policy", policy_name(policy)},
+  return {{"condition", policy_name(policy)},
+          {"policy", policy_name(policy)},
           {"trace", trace.name},
           {"prompt", prompt.name},
           {"killed", log.done.killed},
@@ -174,6 +177,34 @@ json run_one(Ladder& ladder, const Model& top, const BenchPrompt& prompt,
 json spread_json(const Spread& s) {
   if (s.n == 0) return nullptr;
   return {{"median", s.median}, {"lo", s.lo}, {"hi", s.hi}, {"n", s.n}};
+}
+
+// The runs of `condition` on `trace` ("all": every trace), in run order.
+std::vector<const json*> rows_of(const json& runs, const std::string& condition,
+                                 const std::string& trace) {
+  std::vector<const json*> out;
+  for (const json& r : runs) {
+    if (r.at("condition") == condition && (trace == "all" || r.at("trace") == trace)) {
+      out.push_back(&r);
+    }
+  }
+  return out;
+}
+
+// An ablation against its baseline, run by run (same trace and prompt): the spread of the
+// differences of the figures a transfer mechanism moves.
+json paired(const std::vector<const json*>& a, const std::vector<const json*>& b,
+            const ConditionsOptions& o) {
+  json out = json::object();
+  for (const char* key : {"max_stall_ms", "transfer_kl", "nll_after_pressure", "agreement"}) {
+    std::vector<double> d;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      const json &x = a[i]->at(key), &y = b[i]->at(key);
+      if (x.is_number() && y.is_number()) d.push_back(x.get<double>() - y.get<double>());
+    }
+    out[key] = spread_json(bootstrap_median(d, o.bootstrap, o.seed));
+  }
+  return out;
 }
 
 json summarize(const std::vector<const json*>& runs, const ConditionsOptions& o) {
@@ -306,40 +337,71 @@ json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
     ladder.release_unused();
     prompt_rows.push_back({{"name", p.name}, {"kind", p.kind}, {"tokens", p.ids.size()}});
   }
+  // The main conditions on `ladder`, then each ablation on its own ladder.
+  struct Condition {
+    std::string name;
+    Policy policy;
+    TransferOptions transfer;
+    Ladder* ladder;
+  };
+  std::vector<Condition> conds;
+  for (Policy p : o.policies) conds.push_back({policy_name(p), p, {}, &ladder});
+  std::vector<std::unique_ptr<Ladder>> own;
+  for (const Ablation& a : o.ablations) {
+    Ladder* l = &ladder;
+    if (!a.manifest.empty()) {
+      own.push_back(Ladder::open(a.manifest));
+      l = own.back().get();
+    }
+    conds.push_back({a.name, a.policy, a.transfer, l});
+  }
   json runs = json::array();
-  const int64_t total = static_cast<int64_t>(o.policies.size() * traces.size() * prompts.size());
+  const int64_t total = static_cast<int64_t>(conds.size() * traces.size() * prompts.size());
   int64_t done = 0;
-  for (const Policy policy : o.policies) {
+  for (const Condition& c : conds) {
     for (const PressureTrace& t : traces) {
       const int64_t from = pressure_start(t, o.max_tokens);
       for (size_t i = 0; i < prompts.size(); ++i) {
-        runs.push_back(run_one(ladder, *top, prompts[i], t, policy, o, bases[i], from));
+        json r = run_one(*c.ladder, *top, prompts[i], t, c.policy, c.transfer, o, bases[i], from);
+        r["condition"] = c.name;
+        runs.push_back(std::move(r));
         if (progress) progress(++done, total);
       }
     }
+    c.ladder->release_unused();
   }
   json summary = json::array();
-  for (const Policy policy : o.policies) {
-    std::vector<const json*> all;
-    for (const PressureTrace& t : traces) {
-      std::vector<const json*> rows;
-      for (const json& r : runs) {
-        if (r.at("policy") == policy_name(policy) && r.at("trace") == t.name) rows.push_back(&r);
-      }
-      all.insert(all.end(), rows.begin(), rows.end());
+  std::vector<std::string> trace_names;
+  for (const PressureTrace& t : traces) trace_names.push_back(t.name);
+  trace_names.push_back("all");
+  for (const Condition& c : conds) {
+    const Ablation* ab = nullptr;
+    for (const Ablation& a : o.ablations) {
+      if (a.name == c.name) ab = &a;
+    }
+    for (const std::string& t : trace_names) {
+      const auto rows = rows_of(runs, c.name, t);
       json s = summarize(rows, o);
-      s["policy"] = policy_name(policy);
-      s["trace"] = t.name;
+      s["condition"] = c.name;
+      s["policy"] = policy_name(c.policy);
+      s["trace"] = t;
+      if (ab != nullptr) s["paired"] = paired(rows, rows_of(runs, ab->baseline, t), o);
       summary.push_back(s);
     }
-    json s = summarize(all, o);
-    s["policy"] = policy_name(policy);
-    s["trace"] = "all";
-    summary.push_back(s);
+  }
+  json ablations = json::array();
+  for (const Ablation& a : o.ablations) {
+    ablations.push_back({{"name", a.name},
+                         {"description", a.description},
+                         {"policy", policy_name(a.policy)},
+                         {"baseline", a.baseline},
+                         {"recompute_layers", a.transfer.recompute_layers},
+                         {"anchors", a.transfer.anchors}});
   }
   json policies = json::array();
   for (Policy p : o.policies) policies.push_back(policy_name(p));
   return {{"policies", policies},
+          {"ablations", ablations},
           {"max_tokens", o.max_tokens},
           {"bootstrap", {{"resamples", o.bootstrap}, {"seed", o.seed}, {"interval", 0.95}}},
           {"traces", trace_rows},

@@ -164,7 +164,7 @@ std::string spread(const json& s, int decimals) {
 
 std::vector<std::string> condition_row(const json& s) {
   const int64_t over = s.at("overshooting_runs").get<int64_t>();
-  return {fmt::format("`{}`", s.at("policy").get<std::string>()),
+  return {fmt::format("`{}`", s.at("condition").get<std::string>()),
           fmt::format("{}", s.at("runs").get<int64_t>()),
           fmt::format("{}", s.at("killed").get<int64_t>()),
           fmt::format("{} / {}", s.at("lost").get<int64_t>(), s.at("duplicated").get<int64_t>()),
@@ -207,7 +207,9 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
   const json* longest = nullptr;  // the budget as the longest run saw it
   size_t k = 0;
   for (const json& r : conditions.at("runs")) {
-    if (r.at("trace") != trace || r.at("prompt") != prompt) continue;
+    if (r.at("trace") != trace || r.at("prompt") != prompt || r.at("condition") != r.at("policy")) {
+      continue;  // the conditions only, not the ablations
+    }
     if (longest == nullptr || r.at("series").size() > longest->at("series").size()) longest = &r;
     ChartSeries s{r.at("policy").get<std::string>(), colors[k++ % 8], false, 2, {}};
     for (const json& p : r.at("series")) {
@@ -299,10 +301,15 @@ ResultsPage results_page(const json& r) {
       at(inputs, "needles", "inputs").get<std::string>(),
       at(cond, "max_tokens", "conditions").get<int64_t>(), boot.at("interval").get<double>(),
       boot.at("resamples").get<int64_t>(), boot.at("seed").get<int64_t>()));
+  const json& policies = at(cond, "policies", "conditions");
+  auto is_policy = [&](const json& name) {
+    return std::find(policies.begin(), policies.end(), name) != policies.end();
+  };
   auto table_for = [&](const std::string& trace) {
     Block t{Block::kTable, 2, "", {}, {kConditionHeader}, "", ""};
     for (const json& s : at(cond, "summary", "conditions")) {
-      if (s.at("trace") == trace) t.rows.push_back(condition_row(s));
+      if (s.at("trace") == trace && is_policy(s.at("condition")))
+        t.rows.push_back(condition_row(s));
     }
     return t;
   };
@@ -325,6 +332,44 @@ ResultsPage results_page(const json& r) {
          file,
          svg});
     b.push_back(table_for(name));
+  }
+  const json& ablations = at(cond, "ablations", "conditions");
+  if (!ablations.empty()) {
+    head(2, "Ablations");
+    para(
+        "Each mechanism removed or changed on its own, on the same prompts and traces, compared "
+        "run "
+        "by run with the condition it changes (Δ = ablation − baseline on the same trace and "
+        "prompt: median and interval of the differences; a negative Δ of stall, transfer KL or NLL "
+        "is the ablation doing better). Reported as measured, including where a mechanism does not "
+        "pay for itself. heal against molt and auto against each fixed policy are the Conditions "
+        "above.");
+    Block list{Block::kList, 2, "", {}, {}, "", ""};
+    for (const json& a : ablations) {
+      list.items.push_back(fmt::format("`{}`: {} (against `{}`)", a.at("name").get<std::string>(),
+                                       a.at("description").get<std::string>(),
+                                       a.at("baseline").get<std::string>()));
+    }
+    b.push_back(std::move(list));
+    Block t{Block::kTable,
+            2,
+            "",
+            {},
+            {{"ablation", "runs", "seam stall ms", "transfer KL", "NLL after pressure", "agreement",
+              "Δ stall ms", "Δ transfer KL", "Δ NLL", "Δ agreement"}},
+            "",
+            ""};
+    for (const json& s : at(cond, "summary", "conditions")) {
+      if (s.at("trace") != "all" || !s.contains("paired")) continue;
+      const json& d = s.at("paired");
+      t.rows.push_back({fmt::format("`{}`", s.at("condition").get<std::string>()),
+                        fmt::format("{}", s.at("runs").get<int64_t>()),
+                        spread(s.at("max_stall_ms"), 1), spread(s.at("transfer_kl"), 3),
+                        spread(s.at("nll_after_pressure"), 3), spread(s.at("agreement"), 2),
+                        spread(d.at("max_stall_ms"), 1), spread(d.at("transfer_kl"), 3),
+                        spread(d.at("nll_after_pressure"), 3), spread(d.at("agreement"), 2)});
+    }
+    b.push_back(std::move(t));
   }
   page.markdown = markdown(b);
   page.html = html(b, "molt: results");

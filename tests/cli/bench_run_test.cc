@@ -29,8 +29,9 @@ std::vector<std::string> numbers_in(const std::string& text) {
   auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (size_t i = 0; i < text.size();) {
     const char prev = i == 0 ? ' ' : text[i - 1];
-    if (!std::isdigit(static_cast<unsigned char>(text[i])) || word(prev) || prev == '.' ||
-        prev == '-') {
+    // A '-' right after a word joins (a date, "SHA-256"); after anything else it is a sign.
+    const bool joined = prev == '-' && i >= 2 && word(text[i - 2]);
+    if (!std::isdigit(static_cast<unsigned char>(text[i])) || word(prev) || prev == '.' || joined) {
       ++i;
       continue;
     }
@@ -103,9 +104,21 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   const json& cond = results.at("conditions");
   ASSERT_EQ(cond.at("prompts").size(), 4u);
   ASSERT_EQ(cond.at("traces").size(), 2u);
-  ASSERT_EQ(cond.at("runs").size(), 7u * 2 * 4);
+  // 7 policies and 4 ablations, 2 traces, 4 prompts.
+  ASSERT_EQ(cond.at("ablations").size(), 4u);
+  ASSERT_EQ(cond.at("runs").size(), 11u * 2 * 4);
+  int ablation_seams = 0;
   for (const json& run : cond.at("runs")) {
-    SCOPED_TRACE(run.at("policy").get<std::string>() + " " + run.at("trace").get<std::string>());
+    SCOPED_TRACE(run.at("condition").get<std::string>() + " " + run.at("trace").get<std::string>());
+    // An ablation's maps are really carried (a refused map would re-read and hide it).
+    if (run.at("condition") != run.at("policy")) {
+      for (const json& seam : run.at("seams")) {
+        if (seam.at("to") == "m" || seam.at("to") == "s") {
+          EXPECT_EQ(seam.at("policy"), "molt") << seam.at("note");
+          ++ablation_seams;
+        }
+      }
+    }
     EXPECT_EQ(run.at("lost"), 0);        // no token lost ...
     EXPECT_EQ(run.at("duplicated"), 0);  // ... or repeated at a seam
     // hold is the only condition the OS kills; every other finishes its answer.
@@ -114,6 +127,7 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
       EXPECT_EQ(run.at("tokens"), cond.at("max_tokens"));
     }
   }
+  EXPECT_GT(ablation_seams, 0);
   EXPECT_FALSE(results.at("inputs").at("sha256").empty());
 
   const std::set<std::string> known = printed_forms(results);

@@ -16,6 +16,7 @@
 
 #include "molt/ladder/ladder.h"
 #include "molt/runtime/policy.h"
+#include "molt/transfer/transfer.h"
 
 namespace molt {
 
@@ -34,10 +35,22 @@ std::vector<BenchPrompt> bench_prompts(const Tokenizer& tok, const std::string& 
                                        const std::string& needles_file, int prose, int chat,
                                        int64_t chat_context = 256);
 
+// An ablation: one mechanism of a policy removed or changed on its own, run on the same prompts
+// and traces as the conditions and compared with `baseline` prompt by prompt.
+struct Ablation {
+  std::string name;         // "molt, depth remap"
+  std::string description;  // what was removed, for the page
+  Policy policy = Policy::kMolt;
+  std::string manifest;           // another ladder.json (other maps); "" = the conditions' ladder
+  TransferOptions transfer;       // recompute r, anchors a
+  std::string baseline = "molt";  // the condition it is paired with
+};
+
 struct ConditionsOptions {
   std::vector<Policy> policies = {
       Policy::kHold, Policy::kSmall, Policy::kReprefill, Policy::kReleaseReprefill,
       Policy::kMolt, Policy::kHeal,  Policy::kAuto};
+  std::vector<Ablation> ablations;
   int64_t max_tokens = 48;
   int bootstrap = 1000;  // resamples for each interval
   uint64_t seed = 1;     // of the bootstrap
@@ -50,8 +63,10 @@ struct Spread {
 };
 Spread bootstrap_median(std::vector<double> xs, int resamples, uint64_t seed);
 
-// {"policies", "traces": [{name, description}], "prompts": [{name, kind, tokens}], "runs":
-// [...one per policy × trace × prompt...], "summary": [...per policy × trace, and "all"...]}.
+// {"policies", "ablations": [{name, description, baseline}], "traces": [{name, description}],
+// "prompts": [{name, kind, tokens}], "runs": [...one per condition × trace × prompt, "condition"
+// naming the policy or the ablation...], "summary": [...per condition × trace, and "all"...;
+// an ablation's rows add "paired": its difference from its baseline prompt by prompt]}.
 // `progress(done, total)` after each generation.
 nlohmann::json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
                               std::span<const std::string> trace_files, const ConditionsOptions& o,
