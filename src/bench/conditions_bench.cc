@@ -294,15 +294,18 @@ std::vector<BenchPrompt> bench_prompts(const Tokenizer& tok, const std::string& 
     const size_t k = paragraphs.size() * static_cast<size_t>(i) / static_cast<size_t>(prose);
     out.push_back({fmt::format("prose-{}", i + 1), "prose", paragraphs[k]});
   }
+  // ChatML questions at chat_context tokens, then (when there are too few) at twice that.
   int found = 0;
-  for (const NeedleItem& n : read_needles(needles_file, chat_context, 100000)) {
-    if (found == chat) break;
-    if (n.prompt.find("<|im_start|>") == std::string::npos) continue;
-    out.push_back({fmt::format("chat-{}", ++found), "chat", tok.encode(n.prompt)});
+  for (const int64_t context : {chat_context, 2 * chat_context}) {
+    for (const NeedleItem& n : read_needles(needles_file, context, 100000)) {
+      if (found == chat) break;
+      if (n.prompt.find("<|im_start|>") == std::string::npos) continue;
+      out.push_back({fmt::format("chat-{}", ++found), "chat", tok.encode(n.prompt)});
+    }
   }
   if (found < chat) {
-    fail("{}: {} ChatML questions at context {}, {} asked", needles_file, found, chat_context,
-         chat);
+    fail("{}: {} ChatML questions at context {} and {}, {} asked", needles_file, found,
+         chat_context, 2 * chat_context, chat);
   }
   return out;
 }

@@ -30,7 +30,7 @@ struct BenchPrompt {
 
 // `prose` paragraphs of held-out text (the first up to 160 tokens of paragraphs of at least 48,
 // spread evenly over `text`) and `chat` ChatML questions from a needle file (its chat items at
-// `chat_context` tokens). Errors name the file when it has too few.
+// `chat_context` tokens, then at twice that). Errors name the file when it has too few.
 std::vector<BenchPrompt> bench_prompts(const Tokenizer& tok, const std::string& text_file,
                                        const std::string& needles_file, int prose, int chat,
                                        int64_t chat_context = 256);
