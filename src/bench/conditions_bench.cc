@@ -87,7 +87,8 @@ json run_one(Ladder& ladder, const Model& top, const BenchPrompt& prompt,
     }
     // After the last token the generation holds nothing; a kill is worth seeing, an end is not.
     if (!g.finished() || log.done.killed) {
-      series.push_back({step, num(budget_now), g.used_mib(), g.parked() ? "" : g.rung_name()});
+      series.push_back({step, num(std::round(budget_now * 1e3) / 1e3),
+                        std::round(g.used_mib() * 1e3) / 1e3, g.parked() ? "" : g.rung_name()});
     }
   }
   ladder.release_unused();
@@ -367,6 +368,7 @@ json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
       for (size_t i = 0; i < prompts.size(); ++i) {
         json r = run_one(*c.ladder, *top, prompts[i], t, c.policy, c.transfer, o, bases[i], from);
         r["condition"] = c.name;
+        if (i > 0) r.erase("series");  // per step: kept for the first prompt, which is plotted
         runs.push_back(std::move(r));
         if (progress) progress(++done, total);
       }

@@ -52,6 +52,7 @@ std::string label(double v) {
 std::string line_chart_svg(const LineChart& c) {
   std::set<double> xs(c.x_ticks.begin(), c.x_ticks.end());
   const bool auto_ticks = xs.empty();
+  double x_lo = xs.empty() ? INFINITY : *xs.begin(), x_hi = xs.empty() ? -INFINITY : *xs.rbegin();
   for (const ChartSeries& s : c.series) {
     for (const auto& [x, y] : s.points) {
       const bool ok = std::isfinite(x) && std::isfinite(y) &&
@@ -60,12 +61,14 @@ std::string line_chart_svg(const LineChart& c) {
       if (!ok)
         fail("chart '{}': series '{}' has a point ({}, {}) off its axes", c.title, s.name, x, y);
       if (auto_ticks) xs.insert(x);
+      x_lo = std::min(x_lo, x);  // the axis spans every point, labelled or not
+      x_hi = std::max(x_hi, x);
     }
   }
   if (xs.empty()) fail("chart '{}': no points", c.title);
   if (!(c.y_max > c.y_min))
     fail("chart '{}': y range [{}, {}] is empty", c.title, c.y_min, c.y_max);
-  double lo = scaled(c.x_scale, *xs.begin()), hi = scaled(c.x_scale, *xs.rbegin());
+  double lo = scaled(c.x_scale, x_lo), hi = scaled(c.x_scale, x_hi);
   if (hi <= lo) hi = lo + 1;
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (scaled(c.x_scale, x) - lo) / (hi - lo) * pw; };

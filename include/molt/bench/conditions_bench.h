@@ -65,7 +65,8 @@ Spread bootstrap_median(std::vector<double> xs, int resamples, uint64_t seed);
 
 // {"policies", "ablations": [{name, description, baseline}], "traces": [{name, description}],
 // "prompts": [{name, kind, tokens}], "runs": [...one per condition × trace × prompt, "condition"
-// naming the policy or the ablation...], "summary": [...per condition × trace, and "all"...;
+// naming the policy or the ablation; the first prompt's also hold "series", per session step
+// [step, budget MiB, accounted MiB, rung]...], "summary": [...per condition × trace, and "all"...;
 // an ablation's rows add "paired": its difference from its baseline prompt by prompt]}.
 // `progress(done, total)` after each generation.
 nlohmann::json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
