@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "molt/bench/conditions_bench.h"
+#include "molt/bench/needles.h"
+#include "molt/bench/switch_bench.h"
 #include "molt/common/error.h"
 #include "molt/formats/hf_config.h"
 #include "molt/kernels/ops.h"
@@ -151,6 +154,15 @@ json bench_run(const BenchRunOptions& o,
   // anchors added.
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("molt-bench-{}", static_cast<long>(getpid()));
+  // The ablations' manifests live there until the conditions are measured, errors included.
+  struct RemoveDir {
+    fs::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  };
+  auto scratch_guard = std::make_unique<RemoveDir>(RemoveDir{scratch});
   std::vector<fs::path> ablation_maps;
   co.ablations.push_back({"molt, ridge without token features",
                           "the shipped map's token features removed (the reference ridge)",
@@ -182,6 +194,24 @@ json bench_run(const BenchRunOptions& o,
       run_conditions(*ladder, prompts, traces, co, [&](int64_t done, int64_t total) {
         if (progress) progress("conditions", done, total);
       });
+  scratch_guard.reset();
+
+  // Switch cost against context on the routes with maps of their own.
+  SwitchBenchOptions sw;
+  for (const ManifestRoute& r : ladder->manifest().routes) {
+    if (r.method == "maps" && r.maps.filename() == r.from + "-" + r.to) {
+      sw.routes.push_back({r.from, r.to});
+    }
+  }
+  if (o.quick) {
+    sw.routes.resize(std::min<size_t>(sw.routes.size(), 1));
+    sw.contexts = {256};
+    sw.repeats = 1;
+  }
+  const std::vector<int32_t> text_ids = tok->encode(read_text_file(o.text));
+  results["switch"] = run_switch_bench(*ladder, text_ids, sw, [&](int64_t done, int64_t total) {
+    if (progress) progress("switch", done, total);
+  });
   json inputs = {{"ladder", o.ladder.generic_string()},
                  {"text", o.text.filename().string()},
                  {"needles", o.needles.filename().string()},
@@ -206,7 +236,7 @@ json bench_run(const BenchRunOptions& o,
        "re-alignment (a cross-size map between precisions): no such maps are fitted",
        "transfer per route (residuals per layer, NLL gap beside the floors, needles at ~700 and "
        "~2,000 tokens): see models/tiny-ladder/TRANSFER.md",
-       "switch cost against context at the tiny and the real geometries: see docs/SWITCHING.md",
+       "switch cost at the real 1.5B → 0.5B and 3B → 1.5B geometries: see docs/SWITCHING.md",
        "speed and memory at the real geometries: see docs/PERFORMANCE.md",
        "tenants (molt bench tenants)"});
   results["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -68,12 +68,15 @@ std::string line_chart_svg(const LineChart& c) {
   if (xs.empty()) fail("chart '{}': no points", c.title);
   if (!(c.y_max > c.y_min))
     fail("chart '{}': y range [{}, {}] is empty", c.title, c.y_min, c.y_max);
+  if (c.y_log && !(c.y_min > 0)) fail("chart '{}': a log y axis needs y_min > 0", c.title);
   double lo = scaled(c.x_scale, x_lo), hi = scaled(c.x_scale, x_hi);
   if (hi <= lo) hi = lo + 1;
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (scaled(c.x_scale, x) - lo) / (hi - lo) * pw; };
+  auto yv = [&](double y) { return c.y_log ? std::log10(std::max(y, c.y_min)) : y; };
   auto py = [&](double y) {
-    return kTop + (1 - (std::clamp(y, c.y_min, c.y_max) - c.y_min) / (c.y_max - c.y_min)) * ph;
+    const double lo_y = yv(c.y_min), hi_y = yv(c.y_max);
+    return kTop + (1 - (std::clamp(yv(y), lo_y, hi_y) - lo_y) / (hi_y - lo_y)) * ph;
   };
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
@@ -81,8 +84,10 @@ std::string line_chart_svg(const LineChart& c) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
       kWidth, kHeight, kLeft, escaped(c.title));
-  for (int i = 0; i <= 4; ++i) {  // y grid
-    const double y = c.y_min + (c.y_max - c.y_min) * i / 4.0, Y = py(y);
+  for (int i = 0; i <= 4; ++i) {  // y grid: evenly spaced on the axis's own scale
+    const double y = c.y_log ? std::pow(10.0, yv(c.y_min) + (yv(c.y_max) - yv(c.y_min)) * i / 4.0)
+                             : c.y_min + (c.y_max - c.y_min) * i / 4.0;
+    const double Y = py(y);
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#dddddd\"/>\n"
         "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",

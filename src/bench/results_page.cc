@@ -237,6 +237,107 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
   return c;
 }
 
+// Switch cost against context: one plot (log-log) and one table per route.
+void switch_section(const json& sw, std::vector<Block>& b, ResultsPage& page) {
+  b.push_back({Block::kHeading, 2, "Switch cost against context", {}, {}, "", ""});
+  b.push_back(
+      {Block::kParagraph,
+       2,
+       fmt::format("One migration through the runtime's own migrate(), from the budget cut to the "
+                   "receiver's first logits: median of {} runs per cell (every run is in the "
+                   "JSON). Warm: the receiver's files in the page cache; cold: evicted with "
+                   "posix_fadvise just before the switch (the sender stays warm). FLOPs saved: "
+                   "the share of the receiver's re-prefill not spent before it resumes (heal "
+                   "defers it to the decode steps after the seam). Peak MiB: weights and caches "
+                   "resident at the seam, by the runtime's accounting.",
+                   sw.at("repeats").get<int64_t>()),
+       {},
+       {},
+       "",
+       ""});
+  std::vector<std::pair<std::string, std::string>> routes;
+  for (const json& row : sw.at("rows")) {
+    const std::pair<std::string, std::string> rt{row.at("from"), row.at("to")};
+    if (std::find(routes.begin(), routes.end(), rt) == routes.end()) routes.push_back(rt);
+  }
+  const char* colors[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a"};
+  for (const auto& [from, to] : routes) {
+    b.push_back({Block::kHeading, 3, fmt::format("`{}` → `{}`", from, to), {}, {}, "", ""});
+    LineChart c;
+    c.title = fmt::format("{} → {}: switch ms against context (log-log)", from, to);
+    c.x_label = "tokens of context carried";
+    c.y_label = "ms";
+    c.x_scale = XScale::kLog;
+    c.y_log = true;
+    c.y_min = 1e9;
+    c.y_max = 0;
+    Block t{Block::kTable,
+            2,
+            "",
+            {},
+            {{"context", "policy", "ran", "warm ms", "cold ms", "cold load ms", "FLOPs saved",
+              "peak MiB"}},
+            "",
+            ""};
+    size_t k = 0;
+    for (const json& p : sw.at("policies")) {
+      for (const char* cache : {"warm", "cold"}) {
+        ChartSeries s{fmt::format("{} ({})", p.get<std::string>(), cache),
+                      colors[k % 4],
+                      std::string(cache) == "cold",
+                      2,
+                      {}};
+        for (const json& row : sw.at("rows")) {
+          if (row.at("from") != from || row.at("to") != to || row.at("policy") != p ||
+              row.at("cache") != cache) {
+            continue;
+          }
+          const double ms = row.at("ms").get<double>();
+          s.points.emplace_back(row.at("context").get<double>(), ms);
+          c.y_min = std::min(c.y_min, ms);
+          c.y_max = std::max(c.y_max, ms);
+        }
+        c.series.push_back(std::move(s));
+      }
+      ++k;
+    }
+    for (const json& n : sw.at("contexts")) {
+      for (const json& p : sw.at("policies")) {
+        const json* warm = nullptr;
+        const json* cold = nullptr;
+        for (const json& row : sw.at("rows")) {
+          if (row.at("from") == from && row.at("to") == to && row.at("context") == n &&
+              row.at("policy") == p) {
+            (row.at("cache") == "warm" ? warm : cold) = &row;
+          }
+        }
+        if (warm == nullptr || cold == nullptr) continue;
+        t.rows.push_back({fmt::format("{}", n.get<int64_t>()),
+                          fmt::format("`{}`", p.get<std::string>()),
+                          fmt::format("`{}`", warm->at("ran").get<std::string>()),
+                          fmt::format("{:.1f}", warm->at("ms").get<double>()),
+                          fmt::format("{:.1f}", cold->at("ms").get<double>()),
+                          fmt::format("{:.1f}", cold->at("load_ms").get<double>()),
+                          fmt::format("{:.3f}", warm->at("flops_saved").get<double>()),
+                          fmt::format("{:.1f}", warm->at("peak_mib").get<double>())});
+      }
+    }
+    c.y_min = std::max(0.1, std::pow(10.0, std::floor(std::log10(std::max(c.y_min, 0.1)))));
+    c.y_max = std::pow(10.0, std::ceil(std::log10(std::max(c.y_max, c.y_min * 10))));
+    const std::string file = fmt::format("results/switch-{}-{}.svg", from, to);
+    const std::string svg = line_chart_svg(c);
+    page.figures.emplace_back(file, svg);
+    b.push_back({Block::kFigure,
+                 2,
+                 fmt::format("Switch ms against context, {} → {}", from, to),
+                 {},
+                 {},
+                 file,
+                 svg});
+    b.push_back(std::move(t));
+  }
+}
+
 }  // namespace
 
 ResultsPage results_page(const json& r) {
@@ -371,6 +472,7 @@ ResultsPage results_page(const json& r) {
     }
     b.push_back(std::move(t));
   }
+  if (r.contains("switch")) switch_section(r.at("switch"), b, page);
   page.markdown = markdown(b);
   page.html = html(b, "molt: results");
   return page;

@@ -128,6 +128,19 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
     }
   }
   EXPECT_GT(ablation_seams, 0);
+  // Switch cost: one route, one context, every policy warm and cold, through migrate().
+  const json& sw = results.at("switch");
+  ASSERT_EQ(sw.at("rows").size(), 4u * 2);
+  for (const json& row : sw.at("rows")) {
+    SCOPED_TRACE(row.dump());
+    EXPECT_EQ(row.at("ran"), row.at("policy"));  // the route's map carried it, nothing fell back
+    EXPECT_GT(row.at("ms").get<double>(), 0.0);
+    if (row.at("policy") == "molt") {
+      EXPECT_GT(row.at("flops_saved").get<double>(), 0.0);
+    } else {
+      EXPECT_EQ(row.at("flops_saved").get<double>(), 0.0);
+    }
+  }
   EXPECT_FALSE(results.at("inputs").at("sha256").empty());
 
   const std::set<std::string> known = printed_forms(results);

@@ -26,6 +26,7 @@ struct LineChart {
   std::string title, x_label, y_label;
   XScale x_scale = XScale::kLinear;
   double y_min = 0, y_max = 1;  // fixed (accuracies) so charts side by side compare
+  bool y_log = false;           // log10 y between y_min > 0 and y_max (costs over decades)
   std::vector<double> x_ticks;  // labelled x values (empty: the points' distinct x)
   std::vector<ChartSeries> series;
 };
