@@ -19,6 +19,7 @@
 #include "molt/kernels/ops.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/ladder.h"
+#include "molt/scheduler/bench.h"
 #include "molt/tokenizer/tokenizer.h"
 #include "molt/transfer/map_file.h"
 
@@ -212,6 +213,16 @@ json bench_run(const BenchRunOptions& o,
   results["switch"] = run_switch_bench(*ladder, text_ids, sw, [&](int64_t done, int64_t total) {
     if (progress) progress("switch", done, total);
   });
+  // Tenants sharing one budget: the scheduler's standard scenario.
+  if (progress) progress("tenants", 0, 1);
+  sched::TenantsBenchOptions to;
+  to.ladder = o.ladder;
+  to.trace = o.traces_dir / "two_step_squeeze.json";
+  to.threads = o.threads;
+  if (!fs::exists(to.trace)) fail("{}: trace not found", to.trace.string());
+  results["tenants"] = sched::run_tenants_bench(to);
+  results["tenants"]["trace"] = to.trace.filename().string();
+  if (progress) progress("tenants", 1, 1);
   json inputs = {{"ladder", o.ladder.generic_string()},
                  {"text", o.text.filename().string()},
                  {"needles", o.needles.filename().string()},
@@ -221,6 +232,7 @@ json bench_run(const BenchRunOptions& o,
   for (const std::string& t : traces) {
     inputs["sha256"][fs::path(t).filename().string()] = sha256_file(t);
   }
+  inputs["sha256"][to.trace.filename().string()] = sha256_file(to.trace);
   const fs::path base = fs::absolute(o.ladder).parent_path();
   for (const fs::path& dir : ablation_maps) {
     for (const auto& e : fs::directory_iterator(dir)) {
@@ -238,7 +250,7 @@ json bench_run(const BenchRunOptions& o,
        "~2,000 tokens): see models/tiny-ladder/TRANSFER.md",
        "switch cost at the real 1.5B → 0.5B and 3B → 1.5B geometries: see docs/SWITCHING.md",
        "speed and memory at the real geometries: see docs/PERFORMANCE.md",
-       "tenants (molt bench tenants)"});
+       "tenants under other traces and tenant mixes than the standard scenario"});
   results["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return results;
 }

@@ -8,6 +8,7 @@
 
 #include "molt/bench/line_chart.h"
 #include "molt/common/error.h"
+#include "molt/scheduler/bench.h"
 
 namespace molt {
 namespace {
@@ -338,6 +339,73 @@ void switch_section(const json& sw, std::vector<Block>& b, ResultsPage& page) {
   }
 }
 
+// Tenants on one moving budget (the scheduler's standard scenario): the timeline and tables.
+void tenants_section(const json& t, std::vector<Block>& b, ResultsPage& page) {
+  const json& s = t.at("summary");
+  b.push_back({Block::kHeading, 2, "Tenants", {}, {}, "", ""});
+  b.push_back(
+      {Block::kParagraph,
+       2,
+       fmt::format(
+           "`molt bench tenants`: tenants `{}` (fg: a foreground chat, bg: background batch jobs; "
+           "answer tokens, @ the round a tenant arrives) on one budget under `{}`, every "
+           "migration by `{}`; the scheduler admits, defers, demotes, promotes, parks and sheds, "
+           "and never kills. {} rounds; max overshoot {:.2f} MiB (≤ 0: never over the budget); "
+           "rounds over a budget that fits: {}; killed: {}; accounted − measured RSS: mean {:.2f}, "
+           "max |·| {:.2f} MiB.",
+           t.at("tenants_spec").get<std::string>(), t.at("trace").get<std::string>(),
+           t.at("policy").get<std::string>(), s.at("rounds").get<int64_t>(),
+           s.at("max_overshoot_mib").get<double>(),
+           s.at("rounds_over_budget_where_fits").get<int64_t>(), s.at("killed").get<int64_t>(),
+           s.at("accounted_minus_rss_mib").at("mean").get<double>(),
+           s.at("accounted_minus_rss_mib").at("max_abs").get<double>()),
+       {},
+       {},
+       "",
+       ""});
+  const std::string file = "results/tenants.svg";
+  const std::string svg = sched::timeline_svg(t);
+  page.figures.emplace_back(file, svg);
+  b.push_back({Block::kFigure,
+               2,
+               "Budget, prediction, accounting and RSS per round; each "
+               "tenant's rung below",
+               {},
+               {},
+               file,
+               svg});
+  Block levers{Block::kTable, 2, "", {}, {{"lever", "times used"}}, "", ""};
+  for (const auto& [name, n] : s.at("levers").items()) {
+    levers.rows.push_back({name, fmt::format("{}", n.get<int64_t>())});
+  }
+  b.push_back(std::move(levers));
+  Block tab{Block::kTable,
+            2,
+            "",
+            {},
+            {{"tenant", "priority", "arrives", "admitted", "finished", "tokens", "migrations",
+              "rungs", "rounds deferred", "tok/s"}},
+            "",
+            ""};
+  for (const json& x : s.at("tenants")) {
+    std::vector<std::string> rungs;
+    for (const json& r : x.at("rungs_used")) rungs.push_back(r.get<std::string>());
+    tab.rows.push_back({x.at("name").get<std::string>(), x.at("priority").get<std::string>(),
+                        fmt::format("{}", x.at("arrival").get<int64_t>()),
+                        fmt::format("{}", x.at("admitted_round").get<int64_t>()),
+                        x.at("finished").get<bool>()
+                            ? fmt::format("{} ({})", x.at("finished_round").get<int64_t>(),
+                                          x.at("done").get<std::string>())
+                            : "no",
+                        fmt::format("{}", x.at("tokens").get<int64_t>()),
+                        fmt::format("{}", x.at("migrations").get<int64_t>()),
+                        fmt::format("{}", fmt::join(rungs, ", ")),
+                        fmt::format("{}", x.at("rounds_deferred").get<int64_t>()),
+                        fmt::format("{:.0f}", x.at("tok_s").get<double>())});
+  }
+  b.push_back(std::move(tab));
+}
+
 }  // namespace
 
 ResultsPage results_page(const json& r) {
@@ -473,6 +541,7 @@ ResultsPage results_page(const json& r) {
     b.push_back(std::move(t));
   }
   if (r.contains("switch")) switch_section(r.at("switch"), b, page);
+  if (r.contains("tenants")) tenants_section(r.at("tenants"), b, page);
   page.markdown = markdown(b);
   page.html = html(b, "molt: results");
   return page;

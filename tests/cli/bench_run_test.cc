@@ -128,6 +128,9 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
     }
   }
   EXPECT_GT(ablation_seams, 0);
+  // Tenants: the scheduler's standard scenario ends with everyone finished, nobody killed.
+  EXPECT_EQ(results.at("tenants").at("summary").at("killed"), 0);
+  EXPECT_TRUE(results.at("tenants").at("summary").at("all_finished").get<bool>());
   // Switch cost: one route, one context, every policy warm and cold, through migrate().
   const json& sw = results.at("switch");
   ASSERT_EQ(sw.at("rows").size(), 4u * 2);
