@@ -80,6 +80,10 @@ void run(const DemoArgs& a) {
   SessionOptions base;
   base.max_tokens = a.max_tokens;
   base.stop_at_eos = a.stop_at_eos;
+  // auto's stall estimate comes from this machine's measured prefill speed; the demo's contexts
+  // (under 100 tokens) are re-read on any machine, so that its transcript is the same everywhere
+  // (README.md quotes it; tests/cli/readme_demo_test.cc compares).
+  base.auto_reprefill_below = 100;
   const std::vector<int32_t> prompt = encode_prompt(*ladder, a.prompt, false, "", nullptr);
   const int64_t context = static_cast<int64_t>(prompt.size()) + base.max_tokens;
   ladder->reshape(FootprintShape{base.prefill_chunk, context, num_threads()});
