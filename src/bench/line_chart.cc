@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "molt/common/error.h"
 
@@ -84,9 +85,19 @@ std::string line_chart_svg(const LineChart& c) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
       kWidth, kHeight, kLeft, escaped(c.title));
-  for (int i = 0; i <= 4; ++i) {  // y grid: evenly spaced on the axis's own scale
-    const double y = c.y_log ? std::pow(10.0, yv(c.y_min) + (yv(c.y_max) - yv(c.y_min)) * i / 4.0)
-                             : c.y_min + (c.y_max - c.y_min) * i / 4.0;
+  // y grid: five even steps, or on a log axis 1 and 3 of every decade in range.
+  std::vector<double> grid;
+  if (c.y_log) {
+    for (double d = std::pow(10.0, std::floor(std::log10(c.y_min))); d <= c.y_max * 1.0001;
+         d *= 10) {
+      for (const double y : {d, 3 * d}) {
+        if (y >= c.y_min * 0.9999 && y <= c.y_max * 1.0001) grid.push_back(y);
+      }
+    }
+  } else {
+    for (int i = 0; i <= 4; ++i) grid.push_back(c.y_min + (c.y_max - c.y_min) * i / 4.0);
+  }
+  for (const double y : grid) {
     const double Y = py(y);
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#dddddd\"/>\n"
