@@ -14,24 +14,6 @@ namespace {
 
 constexpr double kWidth = 720, kHeight = 300, kLeft = 56, kRight = 230, kTop = 34, kBottom = 46;
 
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') {
-      out += "&lt;";
-    } else if (c == '>') {
-      out += "&gt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else if (c == '"') {
-      out += "&quot;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 double scaled(XScale s, double x) {
   switch (s) {
     case XScale::kLog:
@@ -49,6 +31,24 @@ std::string label(double v) {
 }
 
 }  // namespace
+
+std::string markup_escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') {
+      out += "&lt;";
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";
+    } else if (c == '"') {
+      out += "&quot;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::string line_chart_svg(const LineChart& c) {
   std::set<double> xs(c.x_ticks.begin(), c.x_ticks.end());
@@ -84,7 +84,7 @@ std::string line_chart_svg(const LineChart& c) {
       "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
-      kWidth, kHeight, kLeft, escaped(c.title));
+      kWidth, kHeight, kLeft, markup_escaped(c.title));
   // y grid: five even steps, or on a log axis 1 and 3 of every decade in range.
   std::vector<double> grid;
   if (c.y_log) {
@@ -115,8 +115,8 @@ std::string line_chart_svg(const LineChart& c) {
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888888\"/>\n"
       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
       "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 10, escaped(c.x_label), kTop + ph / 2,
-      escaped(c.y_label));
+      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 10, markup_escaped(c.x_label), kTop + ph / 2,
+      markup_escaped(c.y_label));
   for (size_t i = 0; i < c.series.size(); ++i) {
     const ChartSeries& s = c.series[i];
     std::string pts;
@@ -135,7 +135,7 @@ std::string line_chart_svg(const LineChart& c) {
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" "
         "stroke-width=\"{4:g}\"{5}/>\n"
         "<text x=\"{6}\" y=\"{7}\">{8}</text>\n",
-        lx, ly, lx + 24, s.color, s.width, dash, lx + 30, ly + 4, escaped(s.name));
+        lx, ly, lx + 24, s.color, s.width, dash, lx + 30, ly + 4, markup_escaped(s.name));
   }
   return svg + "</svg>\n";
 }

@@ -30,22 +30,6 @@ const json& at(const json& j, const std::string& key, const std::string& where) 
   return j.at(key);
 }
 
-std::string html_escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') {
-      out += "&lt;";
-    } else if (c == '>') {
-      out += "&gt;";
-    } else if (c == '&') {
-      out += "&amp;";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 // `code` spans become <code>; everything else is escaped.
 std::string inline_html(const std::string& s) {
   std::string out;
@@ -53,7 +37,7 @@ std::string inline_html(const std::string& s) {
   size_t from = 0;
   for (size_t i = 0; i <= s.size(); ++i) {
     if (i == s.size() || s[i] == '`') {
-      out += html_escaped(s.substr(from, i - from));
+      out += markup_escaped(s.substr(from, i - from));
       if (i < s.size()) out += code ? "</code>" : "<code>";
       code = i < s.size() ? !code : code;
       from = i + 1;
@@ -113,7 +97,7 @@ std::string html(const std::vector<Block>& blocks, const std::string& title) {
       "figure {{ margin: 1em 0; }} figure svg {{ max-width: 100%; height: auto; }}\n"
       "code {{ background: #f3f3f3; padding: 0 0.2em; }}\n"
       "</style>\n</head>\n<body>\n",
-      html_escaped(title));
+      markup_escaped(title));
   for (const Block& b : blocks) {
     switch (b.kind) {
       case Block::kHeading:

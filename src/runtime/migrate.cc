@@ -201,7 +201,7 @@ MigrationPlan plan_migration(const State& g, int to, double budget_mib) {
   MigrationPlan p;
   p.from = g.rung;
   p.to = to;
-  // The map's header is read once per migration, and only by the policies that may use it.
+  // The map file's size, looked up once per migration by the policies that may use it.
   const ManifestRoute* route = g.ladder.route(g.rung, to);
   const bool may_map =
       g.o.policy == Policy::kMolt || g.o.policy == Policy::kHeal || g.o.policy == Policy::kAuto;

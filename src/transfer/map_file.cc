@@ -549,17 +549,6 @@ MapSummary summarize_map_dir(const std::filesystem::path& dir) {
   if (ec) return m;
   m.present = true;
   m.file_bytes = static_cast<double>(n);
-  try {
-    auto f = SafetensorsFile::open(file);
-    auto it = f->metadata().find("residuals");
-    if (it == f->metadata().end()) return m;
-    const auto j = nlohmann::json::parse(it->second);
-    const auto& t = j.at("total");
-    m.residual =
-        0.5 * (t.at("k").at("rel_rms").get<double>() + t.at("v").at("rel_rms").get<double>());
-  } catch (const std::exception&) {
-    m.residual = -1;  // unreadable metadata: quality unknown (loading will say why)
-  }
   return m;
 }
 

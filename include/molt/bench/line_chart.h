@@ -31,6 +31,9 @@ struct LineChart {
   std::vector<ChartSeries> series;
 };
 
+// Text for SVG or HTML: <, >, & and " as entities.
+std::string markup_escaped(const std::string& s);
+
 // Throws naming the series when a point is outside the axes' domain.
 std::string line_chart_svg(const LineChart& chart);
 

@@ -122,13 +122,12 @@ void check_route(const MapData& map, const std::filesystem::path& dir, const Mod
 // SHA-256 of a file as lowercase hex (OpenSSL EVP).
 std::string sha256_file(const std::filesystem::path& path);
 
-// What a runtime needs to know of a map folder before loading it, read from the file's header
-// only: its size (about what the loaded map holds; loading briefly needs twice that) and the
-// held-out relative residual (mean of K and V; negative when the metadata does not say).
+// What a runtime needs to know of a map folder before loading it: whether its file is there and
+// its size (about what the loaded map holds; loading briefly needs twice that). Its quality is
+// the route's evidence in ladder.json (ladder/manifest.h).
 struct MapSummary {
   bool present = false;
   double file_bytes = 0;
-  double residual = -1;
 };
 MapSummary summarize_map_dir(const std::filesystem::path& dir);
 
