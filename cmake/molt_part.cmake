@@ -63,7 +63,7 @@ function(molt_tests name)
   if(NOT srcs)
     return()
   endif()
-  add_executable(molt_${name}_tests ${srcs})
+  add_executable(molt_${name}_tests ${srcs} ${PROJECT_SOURCE_DIR}/tests/gemm_f32_by_default.cc)
   target_link_libraries(molt_${name}_tests PRIVATE molt_all GTest::gtest GTest::gtest_main GTest::gmock)
   target_include_directories(molt_${name}_tests PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(molt_${name}_tests PRIVATE

@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev                 # GEMM (OpenMP flavour: no thread fights on 2 cores)
   liblapack-dev liblapacke-dev           # Cholesky solve for the ridge maps (lapack.h is in liblapacke-dev)
   libhwy-dev                             # portable SIMD with runtime dispatch
+  libdnnl-dev                            # oneDNN: bf16 prefill GEMM (AVX-512 BF16, AMX)
   libpcre2-dev libutf8proc-dev           # Unicode pre-tokenizer regex, NFC
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libssl-dev                             # SHA-256 (libcrypto)

@@ -10,6 +10,9 @@
 # Knobs: THREADS (2), WORK (/tmp/molt-figures), CONTEXTS ("256 1024 2000"), REPEAT (3),
 # MOLT (build/molt).
 set -euo pipefail
+# Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
+# (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
+export MOLT_GEMM=${MOLT_GEMM:-f32}
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"  # the JSON names files relative to the repository
 molt="${MOLT:-$root/build/molt}"

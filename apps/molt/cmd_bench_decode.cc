@@ -13,6 +13,8 @@
 #include "molt/bench/performance_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/bandwidth.h"
+#include "molt/kernels/linear.h"
+#include "molt/kernels/ops.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/process_memory.h"
 #include "molt/model/model.h"
@@ -32,6 +34,7 @@ struct BenchDecodeArgs {
   int rounds = 5;
   bool interleave = false;
   int batch = 1;
+  std::string gemm;  // empty: as the process started (MOLT_GEMM, else auto)
 };
 
 // Bytes of weights a decode step reads: every layer matrix once plus the lm_head, with their
@@ -149,6 +152,7 @@ BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937&
 void run(const BenchDecodeArgs& a) {
   if (a.batch > 1 && a.bandwidth) fail("bench decode: --batch and --bandwidth are separate runs");
   set_num_threads(a.threads);
+  if (!a.gemm.empty()) set_gemm_precision(parse_gemm_precision(a.gemm, "--gemm"));
   LoadOptions load_options;
   load_options.precision = parse_precision(a.precision);
   load_options.interleave = a.interleave;
@@ -230,6 +234,8 @@ void run(const BenchDecodeArgs& a) {
       {"prompt_tokens", a.prompt_tokens},
       {"tokens", a.tokens},
       {"prefill_tok_s", prefill_tok_s},
+      {"gemm", gemm_path_name()},
+      {"simd", simd_target_name()},
       {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", bytes},
       {"decode_gb_s", decode_tok_s * bytes / 1e9},
@@ -292,7 +298,8 @@ void run(const BenchDecodeArgs& a) {
     j["sha256"] = checkpoint_sha256(a.model);
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("prefill  {:8.1f} tok/s  ({} tokens)\n", prefill_tok_s, a.prompt_tokens);
+    fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {})\n", prefill_tok_s, a.prompt_tokens,
+               gemm_path_name());
     fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token)\n",
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
     if (a.batch > 1) {
@@ -334,6 +341,10 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option("--prompt-tokens", a->prompt_tokens, "prefill length")->check(CLI::PositiveNumber);
   s->add_option("--tokens", a->tokens, "decode steps")->check(CLI::PositiveNumber);
   s->add_flag("--json", a->json, "one JSON object");
+  s->add_option("--gemm", a->gemm,
+                "prefill arithmetic for 16-bit and quantised weights: auto (bf16 where the CPU "
+                "has bf16 dot products), f32 or bf16 (default: MOLT_GEMM, else auto)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "command.h"
 #include "ladder_cli.h"
 #include "molt/common/error.h"
+#include "molt/kernels/linear.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/synthetic.h"
 #include "molt/runtime/metrics.h"
@@ -84,6 +85,9 @@ void run(const DemoArgs& a) {
   // (under 100 tokens) are re-read on any machine, so that its transcript is the same everywhere
   // (README.md quotes it; tests/cli/readme_demo_test.cc compares).
   base.auto_reprefill_below = 100;
+  // For the same reason its prefill runs the f32 GEMM: bf16 activations (kernels/linear.h,
+  // taken on CPUs with bf16 dot products) move logits by ~1e-3 and could flip a near tie.
+  set_gemm_precision(GemmPrecision::kF32);
   const std::vector<int32_t> prompt = encode_prompt(*ladder, a.prompt, false, "", nullptr);
   const int64_t context = static_cast<int64_t>(prompt.size()) + base.max_tokens;
   ladder->reshape(FootprintShape{base.prefill_chunk, context, num_threads()});

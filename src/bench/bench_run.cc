@@ -16,6 +16,7 @@
 #include "molt/bench/switch_bench.h"
 #include "molt/common/error.h"
 #include "molt/formats/hf_config.h"
+#include "molt/kernels/linear.h"
 #include "molt/kernels/ops.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/ladder.h"
@@ -122,13 +123,10 @@ json run_provenance(const fs::path& source_dir, int threads) {
   const std::time_t now = std::time(nullptr);
   char when[32] = {};
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"commit", commit},
-          {"dirty", dirty},
-          {"cpu", cpu_model()},
-          {"cores", std::thread::hardware_concurrency()},
-          {"simd", simd_target_name()},
-          {"threads", threads},
-          {"started", when}};
+  return {{"commit", commit},           {"dirty", dirty},
+          {"cpu", cpu_model()},         {"cores", std::thread::hardware_concurrency()},
+          {"simd", simd_target_name()}, {"gemm", gemm_path_name()},
+          {"threads", threads},         {"started", when}};
 }
 
 json bench_run(const BenchRunOptions& o,

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <vector>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/matmul.h"
 #include "kernels/matvec.h"
 #include "kernels/qmatvec.h"
@@ -58,6 +61,31 @@ void row_f32(const WeightMatrix& w, int64_t r, float* dst) {
 void widen_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* dst) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = r0; r < r1; ++r) row_f32(w, r, dst + (r - r0) * w.cols);
+}
+
+// Dequantises rows [r0, r1) of W into dst as bf16 (row-major), through one f32 row per thread.
+void widen_rows_bf16(const WeightMatrix& w, int64_t r0, int64_t r1, uint16_t* dst) {
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+#pragma omp for schedule(static)
+    for (int64_t r = r0; r < r1; ++r) {
+      row_f32(w, r, row.data());
+      uint16_t* out = dst + (r - r0) * w.cols;
+      for (int64_t c = 0; c < w.cols; ++c) out[c] = f32_to_bf16(row[static_cast<size_t>(c)]);
+    }
+  }
+}
+
+GemmPrecision precision_from_environment() {
+  const char* v = std::getenv("MOLT_GEMM");
+  return v == nullptr || *v == 0 ? GemmPrecision::kAuto
+                                 : parse_gemm_precision(v, "the environment variable MOLT_GEMM");
+}
+
+std::atomic<GemmPrecision>& precision() {
+  static std::atomic<GemmPrecision> p{precision_from_environment()};
+  return p;
 }
 
 }  // namespace
@@ -126,6 +154,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
     return;
   }
   const int m = static_cast<int>(n), k = static_cast<int>(w.cols);
+  if (w.dtype != DType::F32 && w.dtype != DType::F16 && bf16_gemm_active()) {
+    matmul_bf16(w, x, n, y);
+    return;
+  }
   if (w.dtype == DType::F32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(w.rows), k, 1.0f, x, k,
                 static_cast<const float*>(w.data), k, 0.0f, y, static_cast<int>(w.rows));
@@ -152,6 +184,63 @@ void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(r1 - r0), k, 1.0f, x,
                 k, buf.data(), k, 0.0f, y + r0, static_cast<int>(w.rows));
   }
+}
+
+void matmul_bf16(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t tile_rows) {
+  // x once as bf16; BF16 weights as stored; quantised ones dequantised to bf16 in tiles of
+  // ~4 MiB, each tile writing columns [r0, r1) of y. The buffers are kept for the next call.
+  thread_local std::vector<uint16_t> xb, tile;
+  xb.resize(static_cast<size_t>(n * w.cols));
+  round_to_bf16(x, n * w.cols, xb.data());
+  if (w.dtype == DType::BF16) {
+    gemm_bf16(xb.data(), n, w.cols, static_cast<const uint16_t*>(w.data), w.rows, y, w.rows);
+    return;
+  }
+  const int64_t max_rows =
+      tile_rows > 0 ? tile_rows : std::max<int64_t>(64, (int64_t{1} << 20) / w.cols);
+  const int64_t tiles = (w.rows + max_rows - 1) / max_rows;
+  const int64_t rows = (w.rows + tiles - 1) / tiles;
+  tile.resize(static_cast<size_t>(std::min(rows, w.rows) * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += rows) {
+    const int64_t r1 = std::min(w.rows, r0 + rows);
+    widen_rows_bf16(w, r0, r1, tile.data());
+    gemm_bf16(xb.data(), n, w.cols, tile.data(), r1 - r0, y + r0, w.rows);
+  }
+}
+
+GemmPrecision parse_gemm_precision(const std::string& s, const std::string& what) {
+  if (s == "auto") return GemmPrecision::kAuto;
+  if (s == "f32") return GemmPrecision::kF32;
+  if (s == "bf16") {
+    if (!bf16_gemm_supported()) {
+      fail(
+          "{}: bf16 GEMM needs a CPU with bf16 dot products (AVX-512 BF16 or AMX); this one "
+          "has none (use auto or f32)",
+          what);
+    }
+    return GemmPrecision::kBF16;
+  }
+  fail("{}: '{}' is not a GEMM precision (auto, f32 or bf16)", what, s);
+}
+
+void set_gemm_precision(GemmPrecision p) {
+  if (p == GemmPrecision::kBF16 && !bf16_gemm_supported()) {
+    fail("set_gemm_precision: this CPU has no bf16 dot products");
+  }
+  precision().store(p);
+}
+
+GemmPrecision gemm_precision() {
+  return precision().load();
+}
+
+bool bf16_gemm_active() {
+  const GemmPrecision p = precision().load();
+  return p == GemmPrecision::kBF16 || (p == GemmPrecision::kAuto && bf16_gemm_supported());
+}
+
+const char* gemm_path_name() {
+  return bf16_gemm_active() ? "bf16 (oneDNN)" : "f32 (OpenBLAS sgemm)";
 }
 
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {

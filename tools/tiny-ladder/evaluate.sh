@@ -12,6 +12,9 @@
 #   - native needle accuracy (the rung reads the whole prompt) on data/needles.jsonl at every
 #     context it holds, and the longest context still at >= 0.8.
 set -euo pipefail
+# Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
+# (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
+export MOLT_GEMM=${MOLT_GEMM:-f32}
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ladder="$root/models/tiny-ladder"

@@ -27,6 +27,9 @@
 # map format; they record the corpus and settings they were collected with), HEAL_ONLY=1 (keep
 # every map and run: re-run only `molt transfer heal`).
 set -euo pipefail
+# Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
+# (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
+export MOLT_GEMM=${MOLT_GEMM:-f32}
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 ladder="$root/models/tiny-ladder"

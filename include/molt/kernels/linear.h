@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "molt/common/dtype.h"
 
@@ -72,9 +73,25 @@ void matvec_batch(std::span<const WeightMatrix* const> ws, const float* x, int64
                   std::span<float* const> ys);
 void matvec_batch(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
-// y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm; 16-bit and
-// quantised weights are dequantised in tiles and fed to sgemm.
+// y[n × rows] = x[n × cols] · Wᵀ, row-major. f32 goes straight to BLAS sgemm. BF16 weights
+// on the bf16 path (below) are multiplied as stored, with x rounded to bf16; quantised weights
+// are dequantised in tiles, to bf16 on that path, to f32 for sgemm otherwise; F16 to f32.
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y);
+
+// The arithmetic of matmul (prefill) for BF16 and quantised weights. kAuto: bf16 products
+// summed in f32 where the CPU has bf16 dot products (AVX-512 BF16, AMX), f32 sgemm elsewhere;
+// kF32: f32 sgemm everywhere, exact to the weights and the same on every machine; kBF16: the
+// bf16 path, an error where the CPU lacks it. Rounding activations to bf16 moves logits by
+// about 1e-3 of their range (tests/kernels/gemm_bf16_test.cc bounds it). The process starts
+// with the environment's MOLT_GEMM (auto, f32 or bf16), else kAuto.
+enum class GemmPrecision { kAuto, kF32, kBF16 };
+void set_gemm_precision(GemmPrecision p);
+GemmPrecision gemm_precision();
+// Parses "auto", "f32", "bf16"; errors name `what` (a flag or a variable).
+GemmPrecision parse_gemm_precision(const std::string& s, const std::string& what);
+// Whether matmul takes the bf16 path now, and its name for reports ("bf16 (oneDNN)", "f32").
+bool bf16_gemm_active();
+const char* gemm_path_name();
 
 // Copies row `row` of W into out[cols] as f32 (embedding lookup). Quantised rows are
 // computed as float(scale) * float(q) + float(bias), in f32 with no fused multiply-add.

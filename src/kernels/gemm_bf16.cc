@@ -1,0 +1,92 @@
+#include "kernels/gemm_bf16.h"
+
+#include <omp.h>
+
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+
+#include "molt/common/dtype.h"
+#include "molt/common/error.h"
+
+namespace molt {
+
+bool bf16_gemm_supported() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool supported = [] {
+    try {
+      const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+      return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return supported;
+#else
+  return false;  // Debian's arm64 oneDNN has no bf16 matmul kernels; sgemm it is
+#endif
+}
+
+namespace {
+
+using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // n, cols, rows, ldy
+
+struct Engine {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  // One primitive per shape: building one costs ~0.1 ms, a prefill chunk calls the same few
+  // shapes hundreds of times. Chunks are bounded, so the map stays small.
+  std::map<Shape, dnnl::matmul> primitives;
+  std::mutex mutex;
+};
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+dnnl::memory::desc desc(int64_t rows, int64_t cols, int64_t row_stride, dnnl::memory::data_type t,
+                        bool transposed = false) {
+  // transposed: the logical [rows × cols] matrix lies column-major (W as [out × in] read as Wᵀ).
+  return transposed ? dnnl::memory::desc({rows, cols}, t, {1, row_stride})
+                    : dnnl::memory::desc({rows, cols}, t, {row_stride, 1});
+}
+
+}  // namespace
+
+void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, int64_t rows,
+               float* y, int64_t ldy) {
+  if (n <= 0 || rows <= 0) return;
+  if (cols <= 0 || ldy < rows)
+    fail("gemm_bf16: bad shape n {} cols {} rows {} ldy {}", n, cols, rows, ldy);
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc src = desc(n, cols, cols, dt::bf16);
+  const dnnl::memory::desc wei = desc(cols, rows, cols, dt::bf16, /*transposed=*/true);
+  const dnnl::memory::desc dst = desc(n, rows, ldy, dt::f32);
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  const Shape shape{n, cols, rows, ldy};
+  auto it = e.primitives.find(shape);
+  try {
+    if (it == e.primitives.end()) {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), e.engine);
+      it = e.primitives.emplace(shape, dnnl::matmul(pd)).first;
+    }
+    // oneDNN takes non-const handles; it only reads src and weights.
+    dnnl::memory s(src, e.engine, const_cast<uint16_t*>(x));
+    dnnl::memory m(wei, e.engine, const_cast<uint16_t*>(w));
+    dnnl::memory d(dst, e.engine, y);
+    it->second.execute(e.stream, {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, m}, {DNNL_ARG_DST, d}});
+    e.stream.wait();
+  } catch (const dnnl::error& err) {
+    fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: oneDNN: {}", n, cols, rows, cols, err.what());
+  }
+}
+
+void round_to_bf16(const float* src, int64_t count, uint16_t* dst) {
+#pragma omp parallel for schedule(static) if (count > (int64_t{1} << 16))
+  for (int64_t i = 0; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+}  // namespace molt
