@@ -120,8 +120,15 @@ timed "$MOLT" bench sgemm --threads "$THREADS" --tokens 512 --json >"$OUT/sgemm.
 
 # decode_run CHECKPOINT GEOMETRY PROMPT: one decode between two standalone triads (STREAM's
 # best pass, in the same minute), as one line of decode.jsonl.
+# Checkpoints other than f32 also time the same prefill on the f32 GEMM (--gemm f32) just before,
+# recorded as prefill_f32_gemm: the A/B of the GEMM the run chose (kernels/linear.h).
 decode_run() {
-  local t0 t1 before after
+  local t0 t1 before after ab='null'
+  if [[ "$1" != *-f32 ]]; then
+    "$MOLT" bench decode --model "$CKPT/$1" --threads "$THREADS" --prompt-tokens "$3" \
+      --tokens 1 --gemm f32 --json >"$WORK/prefill-f32-gemm.json"
+    ab=$(jq -c '{prefill_s, prefill_tok_s, gemm}' "$WORK/prefill-f32-gemm.json")
+  fi
   t0=$(date +%s.%N)
   before=$(bandwidth)
   "$MOLT" bench decode --model "$CKPT/$1" --threads "$THREADS" --prompt-tokens "$3" \
@@ -129,14 +136,15 @@ decode_run() {
   after=$(bandwidth)
   t1=$(date +%s.%N)
   jq -c --arg c "$1" --arg g "$2" --argjson b "$before" --argjson a "$after" \
-    --argjson t0 "$t0" --argjson t1 "$t1" \
+    --argjson t0 "$t0" --argjson t1 "$t1" --argjson ab "$ab" \
     '. + {checkpoint: $c, geometry: $g, stream_before: $b, stream_after: $a,
-          stream_span_s: ((($t1 - $t0) * 10 | round) / 10)}' \
+          stream_span_s: ((($t1 - $t0) * 10 | round) / 10)}
+       + (if $ab == null then {} else {prefill_f32_gemm: $ab} end)' \
     "$WORK/decode.json" >>"$OUT/decode.jsonl"
 }
-# Decode at each precision; f32 and bf16 also time a 512-token prefill.
+# Decode and a 512-token prefill at each precision.
 for geo in $GEOMETRIES; do
-  for run in "f32 512" "bf16 512" "int8 32" "q8 32" "q8r8 32" "q4 32" "q4r8 32"; do
+  for run in "f32 512" "bf16 512" "int8 512" "q8 512" "q8r8 512" "q4 512" "q4r8 512"; do
     set -- $run
     echo "== decode qwen2.5-$geo $1" >&2
     drop_cache "$CKPT/q$geo-$1"
@@ -161,7 +169,8 @@ for size in s m; do
     dir="$WORK/tiny-$size-$p"
     [[ "$p" == native ]] && dir=$src
     echo "== nll tiny-$size $p" >&2
-    "$MOLT" eval nll --model "$dir" --text-file "$test_text" --threads "$THREADS" --json |
+    # f32 GEMM: the rows compare weight precisions, the same on every machine
+    MOLT_GEMM=f32 "$MOLT" eval nll --model "$dir" --text-file "$test_text" --threads "$THREADS" --json |
       jq -c --arg r "$size" --arg p "$p" --slurpfile cfg "$dir/config.json" \
         '. + {rung: $r, precision: $p, quantization: ($cfg[0].quantization // null)}' \
         >>"$OUT/nll.jsonl"

@@ -234,7 +234,7 @@ void run(const BenchDecodeArgs& a) {
       {"prompt_tokens", a.prompt_tokens},
       {"tokens", a.tokens},
       {"prefill_tok_s", prefill_tok_s},
-      {"gemm", gemm_path_name()},
+      {"gemm", gemm_path_name(q0.dtype)},
       {"simd", simd_target_name()},
       {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", bytes},
@@ -299,7 +299,7 @@ void run(const BenchDecodeArgs& a) {
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {})\n", prefill_tok_s, a.prompt_tokens,
-               gemm_path_name());
+               gemm_path_name(q0.dtype));
     fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token)\n",
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
     if (a.batch > 1) {

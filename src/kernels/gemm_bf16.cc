@@ -34,9 +34,9 @@ using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // n, cols, rows,
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
   // One primitive per shape: building one costs ~0.1 ms, a prefill chunk calls the same few
-  // shapes hundreds of times. Chunks are bounded, so the map stays small.
+  // shapes hundreds of times. Chunks are bounded, so the map stays small. Executing a
+  // primitive is thread-safe; only the map is guarded.
   std::map<Shape, dnnl::matmul> primitives;
   std::mutex mutex;
 };
@@ -65,20 +65,25 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
   const dnnl::memory::desc wei = desc(cols, rows, cols, dt::bf16, /*transposed=*/true);
   const dnnl::memory::desc dst = desc(n, rows, ldy, dt::f32);
   Engine& e = engine();
-  std::lock_guard<std::mutex> lock(e.mutex);
-  const Shape shape{n, cols, rows, ldy};
-  auto it = e.primitives.find(shape);
   try {
-    if (it == e.primitives.end()) {
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), e.engine);
-      it = e.primitives.emplace(shape, dnnl::matmul(pd)).first;
+    dnnl::matmul primitive;
+    {
+      std::lock_guard<std::mutex> lock(e.mutex);
+      const Shape shape{n, cols, rows, ldy};
+      auto it = e.primitives.find(shape);
+      if (it == e.primitives.end()) {
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), e.engine);
+        it = e.primitives.emplace(shape, dnnl::matmul(pd)).first;
+      }
+      primitive = it->second;  // a shared handle
     }
     // oneDNN takes non-const handles; it only reads src and weights.
     dnnl::memory s(src, e.engine, const_cast<uint16_t*>(x));
     dnnl::memory m(wei, e.engine, const_cast<uint16_t*>(w));
     dnnl::memory d(dst, e.engine, y);
-    it->second.execute(e.stream, {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, m}, {DNNL_ARG_DST, d}});
-    e.stream.wait();
+    dnnl::stream stream(e.engine);  // per call: a CPU stream is a thin handle
+    primitive.execute(stream, {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, m}, {DNNL_ARG_DST, d}});
+    stream.wait();
   } catch (const dnnl::error& err) {
     fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: oneDNN: {}", n, cols, rows, cols, err.what());
   }

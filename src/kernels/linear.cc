@@ -77,6 +77,21 @@ void widen_rows_bf16(const WeightMatrix& w, int64_t r0, int64_t r1, uint16_t* ds
   }
 }
 
+// Rows of W per tile, tiles of equal size (896 rows as 448 + 448, not 862 + 34). sgemm path:
+// every tile repacks x inside sgemm, so tiles are large, up to 16 MiB of f32 (at 896 x 4864
+// and n = 512: 166 GFLOP/s against 131 with 1 MiB tiles, and 163 for f32). bf16 path: oneDNN
+// packs the tile itself, 2 MiB of bf16 suffice.
+int64_t equal_tiles(int64_t rows, int64_t max_rows) {
+  const int64_t tiles = (rows + max_rows - 1) / max_rows;
+  return (rows + tiles - 1) / tiles;
+}
+int64_t sgemm_tile_rows(int64_t rows, int64_t cols) {
+  return equal_tiles(rows, std::max<int64_t>(64, (int64_t{4} << 20) / cols));
+}
+int64_t bf16_tile_rows(int64_t rows, int64_t cols) {
+  return equal_tiles(rows, std::max<int64_t>(64, (int64_t{1} << 20) / cols));
+}
+
 GemmPrecision precision_from_environment() {
   const char* v = std::getenv("MOLT_GEMM");
   return v == nullptr || *v == 0 ? GemmPrecision::kAuto
@@ -163,12 +178,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
                 static_cast<const float*>(w.data), k, 0.0f, y, static_cast<int>(w.rows));
     return;
   }
-  // Every tile repacks x inside sgemm, so tiles are large: up to 16 MiB of f32 (at
-  // 896 x 4864 and n = 512: 166 GFLOP/s against 131 with 1 MiB tiles, and 163 for f32),
-  // and of equal size (896 rows as 448 + 448, not 862 + 34).
-  const int64_t max_rows = std::max<int64_t>(64, (int64_t{4} << 20) / w.cols);
-  const int64_t tiles = (w.rows + max_rows - 1) / max_rows;
-  matmul_widened(w, x, n, y, (w.rows + tiles - 1) / tiles);
+  matmul_widened(w, x, n, y, sgemm_tile_rows(w.rows, w.cols));
 }
 
 void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t tile_rows) {
@@ -196,16 +206,26 @@ void matmul_bf16(const WeightMatrix& w, const float* x, int64_t n, float* y, int
     gemm_bf16(xb.data(), n, w.cols, static_cast<const uint16_t*>(w.data), w.rows, y, w.rows);
     return;
   }
-  const int64_t max_rows =
-      tile_rows > 0 ? tile_rows : std::max<int64_t>(64, (int64_t{1} << 20) / w.cols);
-  const int64_t tiles = (w.rows + max_rows - 1) / max_rows;
-  const int64_t rows = (w.rows + tiles - 1) / tiles;
+  const int64_t rows = tile_rows > 0 ? tile_rows : bf16_tile_rows(w.rows, w.cols);
   tile.resize(static_cast<size_t>(std::min(rows, w.rows) * w.cols));
   for (int64_t r0 = 0; r0 < w.rows; r0 += rows) {
     const int64_t r1 = std::min(w.rows, r0 + rows);
     widen_rows_bf16(w, r0, r1, tile.data());
     gemm_bf16(xb.data(), n, w.cols, tile.data(), r1 - r0, y + r0, w.rows);
   }
+}
+
+MatmulBuffers matmul_buffers(DType dtype, int64_t rows, int64_t cols, int64_t n) {
+  MatmulBuffers b;
+  if (dtype == DType::F32 || n <= 1 || rows <= 0 || cols <= 0) return b;
+  const bool quantized = dtype == DType::I8 || dtype == DType::U32;
+  if (dtype != DType::F16 && bf16_gemm_active()) {
+    b.x_bytes = static_cast<size_t>(n * cols) * 2;
+    if (quantized) b.tile_bytes = static_cast<size_t>(bf16_tile_rows(rows, cols) * cols) * 2;
+  } else {
+    b.tile_bytes = static_cast<size_t>(sgemm_tile_rows(rows, cols) * cols) * sizeof(float);
+  }
+  return b;
 }
 
 GemmPrecision parse_gemm_precision(const std::string& s, const std::string& what) {
@@ -239,8 +259,9 @@ bool bf16_gemm_active() {
   return p == GemmPrecision::kBF16 || (p == GemmPrecision::kAuto && bf16_gemm_supported());
 }
 
-const char* gemm_path_name() {
-  return bf16_gemm_active() ? "bf16 (oneDNN)" : "f32 (OpenBLAS sgemm)";
+const char* gemm_path_name(DType weights) {
+  const bool bf16 = weights != DType::F32 && weights != DType::F16 && bf16_gemm_active();
+  return bf16 ? "bf16 (oneDNN)" : "f32 (OpenBLAS sgemm)";
 }
 
 void dequantize_row(const WeightMatrix& w, int64_t row, float* out) {

@@ -4,17 +4,12 @@
 
 #include <algorithm>
 
+#include "molt/kernels/linear.h"
+
 namespace molt {
 namespace {
 
 constexpr size_t kF32 = sizeof(float);
-
-// kernels/linear.cc widens 16-bit weights in tiles of max(64, 2^20 / cols) rows (one buffer
-// per calling thread, kept between calls).
-size_t widen_tile_bytes(int64_t rows, int64_t cols) {
-  const int64_t tile = std::max<int64_t>(64, (int64_t{1} << 20) / cols);
-  return static_cast<size_t>(std::min(tile, rows) * cols) * kF32;
-}
 
 }  // namespace
 
@@ -38,13 +33,15 @@ Footprint compute_footprint(const ModelConfig& c, size_t stored_weight_bytes, DT
              static_cast<size_t>(std::min<int64_t>(64, n) * shape.max_context) * kF32;
   // Last-position logits and the sampler's (logit, id) pairs.
   scratch += static_cast<size_t>(V) * (kF32 + 8);
-  if (dtype_size(dtype) == 2) {
-    size_t tile = 0;
-    for (auto [rows, cols] : {std::pair{q, d}, {kv, d}, {d, q}, {ff, d}, {d, ff}}) {
-      tile = std::max(tile, widen_tile_bytes(rows, cols));
-    }
-    scratch += tile;
+  // matmul's kept buffers (kernels/linear.h), each the largest over the layer's linears, on the
+  // GEMM path this process takes.
+  MatmulBuffers most;
+  for (auto [rows, cols] : {std::pair{q, d}, {kv, d}, {d, q}, {ff, d}, {d, ff}}) {
+    const MatmulBuffers b = matmul_buffers(dtype, rows, cols, n);
+    most.x_bytes = std::max(most.x_bytes, b.x_bytes);
+    most.tile_bytes = std::max(most.tile_bytes, b.tile_bytes);
   }
+  scratch += most.x_bytes + most.tile_bytes;
   f.scratch_bytes = scratch;
   return f;
 }

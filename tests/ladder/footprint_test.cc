@@ -3,8 +3,10 @@
 // parking really gives the weights' pages back; release unmaps them.
 #include <gtest/gtest.h>
 
+#include "kernels/gemm_bf16.h"
 #include "ladder/shared_fixture.h"
 #include "molt/common/error.h"
+#include "molt/kernels/linear.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/ladder.h"
 #include "molt/ladder/process_memory.h"
@@ -44,7 +46,19 @@ void warm_up(Ladder& l, int warm, int64_t tokens) {
   r.release();
 }
 
-TEST(Footprint, MatchesMeasuredRssWithinFivePercent) {
+// On each GEMM path this CPU has (the bf16 one keeps other buffers: kernels/linear.h).
+class FootprintPerGemm : public ::testing::TestWithParam<GemmPrecision> {};
+
+TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
+  if (GetParam() == GemmPrecision::kBF16 && !bf16_gemm_supported()) {
+    GTEST_SKIP() << "this CPU has no bf16 dot products";
+  }
+  const GemmPrecision saved = gemm_precision();
+  set_gemm_precision(GetParam());
+  struct Restore {
+    GemmPrecision p;
+    ~Restore() { set_gemm_precision(p); }
+  } restore{saved};
   set_num_threads(1);
   const int64_t capacity = 1024, chunk = 64;
   auto l = Ladder::open(rss_manifest(), FootprintShape{chunk, capacity, num_threads()});
@@ -81,6 +95,12 @@ TEST(Footprint, MatchesMeasuredRssWithinFivePercent) {
   EXPECT_LE(peak, computed * (1 + test::kAsanShadowShare) + tolerance);
   r.release();
 }
+
+INSTANTIATE_TEST_SUITE_P(Gemm, FootprintPerGemm,
+                         ::testing::Values(GemmPrecision::kF32, GemmPrecision::kBF16),
+                         [](const auto& info) {
+                           return info.param == GemmPrecision::kF32 ? "f32" : "bf16";
+                         });
 
 TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
   auto l = Ladder::open(rss_manifest());

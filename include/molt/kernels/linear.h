@@ -89,9 +89,20 @@ void set_gemm_precision(GemmPrecision p);
 GemmPrecision gemm_precision();
 // Parses "auto", "f32", "bf16"; errors name `what` (a flag or a variable).
 GemmPrecision parse_gemm_precision(const std::string& s, const std::string& what);
-// Whether matmul takes the bf16 path now, and its name for reports ("bf16 (oneDNN)", "f32").
+// Whether matmul takes the bf16 path now, and the name of the path weights of `dtype` take,
+// for reports: "bf16 (oneDNN)" or "f32 (OpenBLAS sgemm)" (F32 and F16 weights always take sgemm).
 bool bf16_gemm_active();
-const char* gemm_path_name();
+const char* gemm_path_name(DType weights = DType::BF16);
+
+// The buffers matmul keeps between calls (one set per calling thread, each grown to the largest
+// call) for weights of `dtype` [rows × cols] and n tokens, on the path it takes now: the f32
+// tile of widened rows (sgemm path), or x rounded to bf16 and a bf16 tile of dequantised rows
+// (bf16 path; none for F32 weights). For footprints (ladder/footprint.cc).
+struct MatmulBuffers {
+  size_t x_bytes = 0;     // x as bf16
+  size_t tile_bytes = 0;  // widened / dequantised rows of W
+};
+MatmulBuffers matmul_buffers(DType dtype, int64_t rows, int64_t cols, int64_t n);
 
 // Copies row `row` of W into out[cols] as f32 (embedding lookup). Quantised rows are
 // computed as float(scale) * float(q) + float(bias), in f32 with no fused multiply-add.
