@@ -198,7 +198,7 @@ void matmul_widened(const WeightMatrix& w, const float* x, int64_t n, float* y, 
 
 void matmul_bf16(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t tile_rows) {
   // x once as bf16; BF16 weights as stored; quantised ones dequantised to bf16 in tiles of
-  // ~4 MiB, each tile writing columns [r0, r1) of y. The buffers are kept for the next call.
+  // ~2 MiB, each tile writing columns [r0, r1) of y. The buffers are kept for the next call.
   thread_local std::vector<uint16_t> xb, tile;
   xb.resize(static_cast<size_t>(n * w.cols));
   round_to_bf16(x, n * w.cols, xb.data());
