@@ -88,11 +88,14 @@ BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937&
     alone.push_back(batched.back().copy());
     next_b[static_cast<size_t>(i)] = next_a[static_cast<size_t>(i)] = argmax(logits);
   }
+  ptrs.reserve(batched.size());
   for (KVCache& k : batched) ptrs.push_back(&k);
   // Warm-up of the batched path on throwaway caches (kernel buffers sized for N rows).
   {
     std::vector<KVCache> warm;
     std::vector<KVCache*> wp;
+    warm.reserve(static_cast<size_t>(N));
+    wp.reserve(static_cast<size_t>(N));
     for (int64_t i = 0; i < N; ++i) warm.push_back(m.new_cache(2));
     for (KVCache& k : warm) wp.push_back(&k);
     m.decode_batch(next_b, wp, batch_logits);

@@ -36,7 +36,8 @@ struct PrecisionGuard {
 // its f32 accumulation.
 TEST(GemmBf16, EqualsTheProductOfItsRoundedInputs) {
   SKIP_WITHOUT_BF16();
-  for (auto [n, rows, cols] : {std::tuple{1, 7, 33}, {17, 64, 896}, {64, 130, 257}}) {
+  for (auto [n, rows, cols] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 7, 33}, {17, 64, 896}, {64, 130, 257}}) {
     const auto w = make_weights(DType::BF16, rows, cols, 11);
     const auto x = random_floats(static_cast<size_t>(n * cols), 12);
     std::vector<uint16_t> xb(x.size());
@@ -44,15 +45,15 @@ TEST(GemmBf16, EqualsTheProductOfItsRoundedInputs) {
     const int64_t ldy = rows + 3;  // a wider output: columns past `rows` stay untouched
     std::vector<float> y(static_cast<size_t>(n * ldy), -7.0f);
     gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, y.data(), ldy);
-    for (int t = 0; t < n; ++t) {
-      for (int r = 0; r < ldy; ++r) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < ldy; ++r) {
         const float got = y[static_cast<size_t>(t * ldy + r)];
         if (r >= rows) {
           ASSERT_EQ(got, -7.0f) << "column " << r << " is outside the product";
           continue;
         }
         double ref = 0, mag = 0;
-        for (int c = 0; c < cols; ++c) {
+        for (int64_t c = 0; c < cols; ++c) {
           const double p = static_cast<double>(bf16_to_f32(xb[static_cast<size_t>(t * cols + c)])) *
                            w.exact[static_cast<size_t>(r * cols + c)];
           ref += p, mag += std::fabs(p);
