@@ -18,17 +18,22 @@ inline std::filesystem::path shared_fixture(
   namespace fs = std::filesystem;
   const fs::path root = fs::path(MOLT_BINARY).parent_path() / "test-fixtures";
   const auto stamp = fs::last_write_time("/proc/self/exe").time_since_epoch().count();
-  const fs::path dir = root / (name + "-" + std::to_string(stamp));
+  // Named by the binary too: two test binaries (runtime, scheduler) share a fixture name, and
+  // each would take the other's folder, built at another stamp, for an older build's and
+  // remove it while the other's tests were loading from it.
+  const std::string prefix =
+      name + "-" + fs::read_symlink("/proc/self/exe").filename().string() + "-";
+  const fs::path dir = root / (prefix + std::to_string(stamp));
   if (fs::exists(dir / "ready")) return dir;
   fs::create_directories(root);
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {  // fixtures of older builds
+  for (const auto& e : fs::directory_iterator(root, ec)) {  // this binary's older builds
     const std::string n = e.path().filename().string();
-    if (n.rfind(name + "-", 0) == 0 && e.path() != dir && n.find(".tmp") == std::string::npos)
+    if (n.rfind(prefix, 0) == 0 && e.path() != dir && n.find(".tmp") == std::string::npos)
       fs::remove_all(e.path(), ec);
   }
   const fs::path tmp =
-      root / (name + "-" + std::to_string(stamp) + ".tmp" + std::to_string(::getpid()));
+      root / (prefix + std::to_string(stamp) + ".tmp" + std::to_string(::getpid()));
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   build(tmp);
