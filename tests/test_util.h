@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "molt/kernels/linear.h"
+
 namespace molt::test {
 
 // A fresh folder under the system temp dir, removed when the object dies.
@@ -90,6 +92,15 @@ inline constexpr double kAsanShadowShare =
 #else
     0.0;
 #endif
+
+// Restores the process's GEMM precision (kernels/linear.h) when a test that changes it ends.
+struct GemmPrecisionGuard {
+  GemmPrecision saved = gemm_precision();
+  GemmPrecisionGuard() = default;
+  GemmPrecisionGuard(const GemmPrecisionGuard&) = delete;
+  GemmPrecisionGuard& operator=(const GemmPrecisionGuard&) = delete;
+  ~GemmPrecisionGuard() { set_gemm_precision(saved); }
+};
 
 // The reference data folder (../shared/data/qwen2.5); empty when absent.
 inline std::filesystem::path shared_qwen_dir() {

@@ -14,18 +14,13 @@
 #include "molt/common/error.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/quant.h"
+#include "test_util.h"
 
 namespace molt {
 namespace {
 
 using test::make_weights;
 using test::random_floats;
-
-// Restores the process's GEMM precision when a test ends.
-struct PrecisionGuard {
-  GemmPrecision saved = gemm_precision();
-  ~PrecisionGuard() { set_gemm_precision(saved); }
-};
 
 #define SKIP_WITHOUT_BF16()                                                        \
   if (!bf16_gemm_supported())                                                      \
@@ -84,7 +79,7 @@ std::vector<double> magnitudes(const std::vector<float>& exact, int64_t rows, in
 
 TEST(GemmBf16, DenseMatmulIsWithinTheRoundingBoundOfF32) {
   SKIP_WITHOUT_BF16();
-  PrecisionGuard guard;
+  test::GemmPrecisionGuard guard;
   const int64_t n = 19, rows = 96, cols = 896;
   const auto w = make_weights(DType::BF16, rows, cols, 21);
   const auto x = random_floats(static_cast<size_t>(n * cols), 22);
@@ -145,7 +140,7 @@ TEST(GemmBf16, PrecisionIsParsedAndRefusedWithItsSource) {
               std::string::npos)
         << e.what();
   }
-  PrecisionGuard guard;
+  test::GemmPrecisionGuard guard;
   if (bf16_gemm_supported()) {
     EXPECT_EQ(parse_gemm_precision("bf16", "--gemm"), GemmPrecision::kBF16);
     set_gemm_precision(GemmPrecision::kAuto);

@@ -53,12 +53,8 @@ TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
   if (GetParam() == GemmPrecision::kBF16 && !bf16_gemm_supported()) {
     GTEST_SKIP() << "this CPU has no bf16 dot products";
   }
-  const GemmPrecision saved = gemm_precision();
+  test::GemmPrecisionGuard guard;
   set_gemm_precision(GetParam());
-  struct Restore {
-    GemmPrecision p;
-    ~Restore() { set_gemm_precision(p); }
-  } restore{saved};
   set_num_threads(1);
   const int64_t capacity = 1024, chunk = 64;
   auto l = Ladder::open(rss_manifest(), FootprintShape{chunk, capacity, num_threads()});

@@ -40,7 +40,7 @@ TEST_P(Bf16Prefill, StaysWithinItsBoundOfPyTorchF32) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "this CPU has no bf16 dot products";
   const std::string rung = GetParam();
   set_num_threads(1);
-  const GemmPrecision saved = gemm_precision();
+  test::GemmPrecisionGuard guard;
   const auto fix = nlohmann::json::parse(test::read_file(kLadder / "fixtures/ids.json"));
   const std::vector<int32_t> ids = fix.at("ids").get<std::vector<int32_t>>();
   auto model = Model::load(kLadder / rung);
@@ -52,7 +52,7 @@ TEST_P(Bf16Prefill, StaysWithinItsBoundOfPyTorchF32) {
     KVCache cache = model->new_cache(T);
     model->forward(ids, cache, *out);
   }
-  set_gemm_precision(saved);
+  set_gemm_precision(guard.saved);
   // The reference: PyTorch's f32 logits where the fixture has them (dense rungs), else the f32
   // path (a quantised rung: its f32 path is checked against dequantised weights elsewhere).
   const std::filesystem::path fixture = kLadder / "fixtures" / (rung + "_logits.f32");
