@@ -35,6 +35,7 @@ struct BenchDecodeArgs {
   bool interleave = false;
   int batch = 1;
   std::string gemm;  // empty: as the process started (MOLT_GEMM, else auto)
+  std::string kv_dtype = "f32";
 };
 
 // Bytes of weights a decode step reads: every layer matrix once plus the lm_head, with their
@@ -45,6 +46,10 @@ double weight_bytes_per_token(const Model& m) {
     for (const WeightMatrix* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) b += w->bytes();
   }
   return b;
+}
+
+KvDType kv_dtype_of(const BenchDecodeArgs& a) {
+  return parse_kv_dtype(a.kv_dtype, "--kv-dtype");
 }
 
 int32_t argmax(std::span<const float> v) {
@@ -83,7 +88,7 @@ BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937&
     const int64_t len = std::max<int64_t>(1, a.prompt_tokens * (N - i) / N);
     std::vector<int32_t> prompt(static_cast<size_t>(len));
     for (auto& t : prompt) t = tok(rng);
-    batched.push_back(m.new_cache(len + a.tokens + 1));
+    batched.push_back(m.new_cache(len + a.tokens + 1, false, kv_dtype_of(a)));
     m.forward(prompt, batched.back(), {}, logits);
     alone.push_back(batched.back().copy());
     next_b[static_cast<size_t>(i)] = next_a[static_cast<size_t>(i)] = argmax(logits);
@@ -96,7 +101,7 @@ BatchFigures bench_batch(const Model& m, const BenchDecodeArgs& a, std::mt19937&
     std::vector<KVCache*> wp;
     warm.reserve(static_cast<size_t>(N));
     wp.reserve(static_cast<size_t>(N));
-    for (int64_t i = 0; i < N; ++i) warm.push_back(m.new_cache(2));
+    for (int64_t i = 0; i < N; ++i) warm.push_back(m.new_cache(2, false, kv_dtype_of(a)));
     for (KVCache& k : warm) wp.push_back(&k);
     m.decode_batch(next_b, wp, batch_logits);
   }
@@ -173,10 +178,10 @@ void run(const BenchDecodeArgs& a) {
   using clock = std::chrono::steady_clock;
   // Warm-up: touch every weight page once so the figures are not page-fault bound.
   {
-    KVCache warm = model->new_cache(8);
+    KVCache warm = model->new_cache(8, false, kv_dtype_of(a));
     model->decode(prompt[0], warm);
   }
-  KVCache cache = model->new_cache(a.prompt_tokens + a.tokens + 1);
+  KVCache cache = model->new_cache(a.prompt_tokens + a.tokens + 1, false, kv_dtype_of(a));
   const auto t0 = clock::now();
   std::vector<float> logits = model->prefill(prompt, cache);
   const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
@@ -239,6 +244,8 @@ void run(const BenchDecodeArgs& a) {
       {"prefill_tok_s", prefill_tok_s},
       {"gemm", gemm_path_name(q0.dtype)},
       {"simd", simd_target_name()},
+      {"kv_dtype", a.kv_dtype},
+      {"kv_bytes_per_token", cache.kv_bytes_per_token()},
       {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", bytes},
       {"decode_gb_s", decode_tok_s * bytes / 1e9},
@@ -301,8 +308,8 @@ void run(const BenchDecodeArgs& a) {
     j["sha256"] = checkpoint_sha256(a.model);
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {})\n", prefill_tok_s, a.prompt_tokens,
-               gemm_path_name(q0.dtype));
+    fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {}, {} K/V cache)\n", prefill_tok_s,
+               a.prompt_tokens, gemm_path_name(q0.dtype), a.kv_dtype);
     fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token)\n",
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
     if (a.batch > 1) {
@@ -348,6 +355,8 @@ const bool registered = register_command([](CLI::App& root) {
                 "prefill arithmetic for 16-bit and quantised weights: auto (bf16 where the CPU "
                 "has bf16 dot products), f32 or bf16 (default: MOLT_GEMM, else auto)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
+  s->add_option("--kv-dtype", a->kv_dtype, "K and V rows of the cache: f32 | f16 | int8")
+      ->check(CLI::IsMember({"f32", "f16", "int8"}));
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();

@@ -26,6 +26,7 @@ struct NllArgs {
   std::string floor_dir;  // a map directory whose receiver is --model, holding a floor
   FloorFlags floor;
   int64_t context = 512, windows = 0, prefix = 0;
+  std::string kv_dtype = "f32";
   int threads = 2;
   bool json = false;
 };
@@ -40,6 +41,8 @@ void run_nll(const NllArgs& a) {
     refuse_floor_flags(a.floor, "without --prefix");
   }
   set_num_threads(a.threads);
+  const KvDType kv = parse_kv_dtype(a.kv_dtype, "--kv-dtype");
+  if (a.prefix > 0 && kv != KvDType::kF32) fail("--prefix compares f32 caches: drop --kv-dtype");
   auto model = Model::load(a.model);
   // The floor first: a refusal should not wait for the NLL pass.
   std::optional<TokenFloor> floor;
@@ -72,7 +75,7 @@ void run_nll(const NllArgs& a) {
   int64_t scored = 0;
   std::vector<float> logits(static_cast<size_t>(a.context * vocab));
   for (size_t i = 0; i < windows.size(); ++i) {
-    KVCache cache = model->new_cache(a.context);
+    KVCache cache = model->new_cache(a.context, false, kv);
     model->forward(windows[i], cache, logits);
     const std::span<const float> lg(logits.data(), static_cast<size_t>((a.context - 1) * vocab));
     const std::span<const int32_t> targets(windows[i].data() + 1, windows[i].size() - 1);
@@ -82,9 +85,13 @@ void run_nll(const NllArgs& a) {
   }
   bar.finish();
   const double nll = sum / static_cast<double>(scored);
-  nlohmann::json j = {{"model", a.model},           {"file", file.string()},
-                      {"context", a.context},       {"windows", windows.size()},
-                      {"scored_tokens", scored},    {"nll", nll},
+  nlohmann::json j = {{"model", a.model},
+                      {"file", file.string()},
+                      {"context", a.context},
+                      {"windows", windows.size()},
+                      {"kv_dtype", a.kv_dtype},
+                      {"scored_tokens", scored},
+                      {"nll", nll},
                       {"perplexity", std::exp(nll)}};
 
   // After a prefix: the model's own cache against the floors (DESIGN.md §6), the model being
@@ -110,8 +117,8 @@ void run_nll(const NllArgs& a) {
   }
   fmt::print(
       "{}: mean NLL {:.4f} nats/token (perplexity {:.2f}) over {} tokens in {} windows "
-      "of {}\n",
-      a.model, nll, std::exp(nll), scored, windows.size(), a.context);
+      "of {}, {} K/V cache\n",
+      a.model, nll, std::exp(nll), scored, windows.size(), a.context, a.kv_dtype);
   if (a.prefix > 0) {
     const auto& p = j["after_prefix"];
     fmt::print(
@@ -125,6 +132,7 @@ void run_nll(const NllArgs& a) {
 struct NeedleArgs {
   std::string model, filler, needles;
   NeedleOptions opt;
+  std::string kv_dtype = "f32";
   int threads = 2;
   bool json = false;
   bool show = false;
@@ -132,6 +140,7 @@ struct NeedleArgs {
 
 void run_needle(const NeedleArgs& a) {
   set_num_threads(a.threads);
+  const KvDType kv = parse_kv_dtype(a.kv_dtype, "--kv-dtype");
   auto ladder = Ladder::single(a.model);  // one rung: the one decode loop
   if (ladder->tokenizer() == nullptr) fail("{}: no tokenizer files", a.model);
   const Tokenizer* tok = ladder->tokenizer();
@@ -161,7 +170,7 @@ void run_needle(const NeedleArgs& a) {
     const int64_t answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
     if (prompt.empty() || answer_tokens == 0) fail("needle {}: empty prompt or answer", i);
     mean_tokens += static_cast<double>(prompt.size()) / static_cast<double>(items.size());
-    const std::string got = tok->decode(greedy_answer(*ladder, 0, prompt, answer_tokens));
+    const std::string got = tok->decode(greedy_answer(*ladder, 0, prompt, answer_tokens, kv));
     const bool ok = needle_answer_matches(got, n.answer);
     correct += ok;
     if (a.show) {
@@ -177,6 +186,7 @@ void run_needle(const NeedleArgs& a) {
   bar.finish();
   const double acc = static_cast<double>(correct) / static_cast<double>(items.size());
   nlohmann::json j = {{"model", a.model},
+                      {"kv_dtype", a.kv_dtype},
                       {"context", a.opt.context},
                       {"count", items.size()},
                       {"seed", a.opt.seed},
@@ -197,8 +207,10 @@ void run_needle(const NeedleArgs& a) {
                  r["depth"].get<double>());
     }
   }
-  fmt::print("{}: needle accuracy {:.3f} ({}/{}) at context {} (mean {:.0f} prompt tokens)\n",
-             a.model, acc, correct, items.size(), a.opt.context, mean_tokens);
+  fmt::print(
+      "{}: needle accuracy {:.3f} ({}/{}) at context {} (mean {:.0f} prompt tokens), {} K/V "
+      "cache\n",
+      a.model, acc, correct, items.size(), a.opt.context, mean_tokens, a.kv_dtype);
 }
 
 const bool registered = register_command([](CLI::App& root) {
@@ -219,6 +231,7 @@ const bool registered = register_command([](CLI::App& root) {
     s->add_option("--floor", a->floor_dir,
                   "with --prefix: the token-identity floor stored in this map directory");
     add_floor_flags(s, a->floor);
+    s->add_option("--kv-dtype", a->kv_dtype, "K and V rows of the cache: f32 | f16 | int8");
     s->add_option("--threads", a->threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     s->add_flag("--json", a->json, "one JSON object");
@@ -239,6 +252,7 @@ const bool registered = register_command([](CLI::App& root) {
                   "held-out prose to plant facts in (default: DIR/../data/test.txt)");
     s->add_option("--needles", a->needles,
                   "read JSON lines {prompt, answer, context} instead of generating");
+    s->add_option("--kv-dtype", a->kv_dtype, "K and V rows of the cache: f32 | f16 | int8");
     s->add_option("--threads", a->threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     s->add_flag("--show", a->show, "print every needle's answer");

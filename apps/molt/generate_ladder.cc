@@ -71,7 +71,7 @@ void run_generate(Ladder& ladder, const LadderFlags& f, const LadderRun& r, bool
   const std::vector<int32_t> prompt = encode_prompt(ladder, r.prompt, r.chat, r.ids, &o.stop_ids);
   auto budget = budget_source(f, f.json ? nullptr : stderr);
   const int64_t context = static_cast<int64_t>(prompt.size()) + o.max_tokens;
-  ladder.reshape(FootprintShape{o.prefill_chunk, context, num_threads()});
+  ladder.reshape(FootprintShape{o.prefill_chunk, context, num_threads(), o.kv_dtype});
   std::unique_ptr<EventSink> out;
   if (f.json) {
     out = std::make_unique<JsonLineSink>(stdout);

@@ -27,6 +27,8 @@ void add_ladder_flags(CLI::App* s, LadderFlags& f) {
       ->check(CLI::PositiveNumber);
   s->add_option("--heal-chunk", f.heal_chunk, "heal: positions per decode step")
       ->check(CLI::PositiveNumber);
+  s->add_option("--kv-dtype", f.kv_dtype, "K and V rows of the cache: f32 | f16 | int8")
+      ->check(CLI::IsMember({"f32", "f16", "int8"}));
   s->add_option("--anchors", f.anchors, "molt: last context tokens re-run natively");
   s->add_option("--recompute-layers", f.recompute_layers,
                 "molt: receiver layers recomputed natively");
@@ -40,6 +42,7 @@ SessionOptions session_options(const LadderFlags& f) {
   o.up_after = f.up_after;
   o.prefill_chunk = f.prefill_chunk;
   o.heal_chunk = f.heal_chunk;
+  o.kv_dtype = parse_kv_dtype(f.kv_dtype, "--kv-dtype");
   o.transfer.anchors = f.anchors;
   o.transfer.recompute_layers = f.recompute_layers;
   o.measure_seams = o.measure_rss = f.measure;

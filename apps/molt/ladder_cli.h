@@ -15,7 +15,7 @@ namespace molt::cli {
 
 // Ladder-mode flags of `molt generate` (the sampling/length flags are generate's own).
 struct LadderFlags {
-  std::string ladder, trace, policy = "molt";
+  std::string ladder, trace, policy = "molt", kv_dtype = "f32";
   bool live = false, json = false, measure = false;
   int64_t grace = 2, up_after = 3, prefill_chunk = 64, heal_chunk = 64;
   double up_margin = 0.10;

@@ -2,7 +2,8 @@
 // heads that share a KV head are handled together so each K and V row is loaded once, and
 // long caches are split over threads (flash-decoding: partial max / sum / output per split,
 // merged at the end). Prefill (many queries) runs two single-threaded GEMMs per head and
-// block of queries, the blocks spread over threads.
+// block of queries, the blocks spread over threads. Rows stored as f16 or int8 are read as
+// stored by decode (widened in registers) and widened once per layer for prefill.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -12,12 +13,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "molt/common/dtype.h"
 #include "molt/common/error.h"
 #include "molt/kernels/attention.h"
 #include "molt/kernels/ops.h"
@@ -29,7 +33,7 @@ namespace molt {
 namespace {
 
 struct Layout {
-  int64_t hd, group, q_stride, kv_stride;
+  int64_t hd, group, q_stride, kvd;  // kvd: n_kv_heads · head_dim
   float scale;
 };
 
@@ -39,11 +43,15 @@ struct DecodeTask {
   int64_t seq, i, kv_head, j0, j1;
 };
 
-// The queries of one decode call: n rows at positions p0 .. of one cache.
+// The queries of one decode call: n rows at positions p0 .. of one cache, whose rows are
+// kv_stride elements of type kv apart.
 struct DecodeSeq {
-  const float *q, *k, *v;
+  const float* q;
+  const void *k, *v;
   int64_t p0, n;
   float* out;
+  KvDType kv;
+  int64_t kv_stride;
 };
 
 }  // namespace
@@ -57,22 +65,48 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 
+// A vector of f32 from stored K or V elements.
+HWY_INLINE hn::Vec<DF> LoadRow(DF d, const float* p) {
+  return hn::LoadU(d, p);
+}
+HWY_INLINE hn::Vec<DF> LoadRow(DF d, const hwy::float16_t* p) {
+  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+HWY_INLINE hn::Vec<DF> LoadRow(DF d, const int8_t* p) {
+  const hn::Rebind<int32_t, DF> di;
+  return hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(hn::Rebind<int8_t, DF>(), p)));
+}
+HWY_INLINE float ToF32(float x) {
+  return x;
+}
+HWY_INLINE float ToF32(hwy::float16_t x) {
+  uint16_t bits;
+  std::memcpy(&bits, &x, 2);
+  return f16_to_f32(bits);
+}
+HWY_INLINE float ToF32(int8_t x) {
+  return static_cast<float>(x);
+}
+
 // q · k over one head. Four accumulators: with one, the dependent FMAs of a 64-wide head
 // would take longer than the loads.
-HWY_INLINE float DotHd(const float* q, const float* k, int64_t n) {
+template <class T>
+HWY_INLINE float DotHd(const float* q, const T* k, int64_t n) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
   for (; i + 4 * lanes <= n; i += 4 * lanes) {
-    s0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, q + i + lanes), hn::LoadU(d, k + i + lanes), s1);
-    s2 = hn::MulAdd(hn::LoadU(d, q + i + 2 * lanes), hn::LoadU(d, k + i + 2 * lanes), s2);
-    s3 = hn::MulAdd(hn::LoadU(d, q + i + 3 * lanes), hn::LoadU(d, k + i + 3 * lanes), s3);
+    s0 = hn::MulAdd(hn::LoadU(d, q + i), LoadRow(d, k + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, q + i + lanes), LoadRow(d, k + i + lanes), s1);
+    s2 = hn::MulAdd(hn::LoadU(d, q + i + 2 * lanes), LoadRow(d, k + i + 2 * lanes), s2);
+    s3 = hn::MulAdd(hn::LoadU(d, q + i + 3 * lanes), LoadRow(d, k + i + 3 * lanes), s3);
   }
-  for (; i + lanes <= n; i += lanes) s0 = hn::MulAdd(hn::LoadU(d, q + i), hn::LoadU(d, k + i), s0);
+  for (; i + lanes <= n; i += lanes) s0 = hn::MulAdd(hn::LoadU(d, q + i), LoadRow(d, k + i), s0);
   float r = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
-  for (; i < n; ++i) r += q[i] * k[i];
+  // Explicit FMAs in the tails: whether the compiler contracts a * b + c must not depend on
+  // the stored type (f16 rows equal their widened f32 rows bit for bit).
+  for (; i < n; ++i) r = std::fma(q[i], ToF32(k[i]), r);
   return r;
 }
 
@@ -102,17 +136,18 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(D d, V a0, V a1, V a2, V a3) {
 }
 
 // out[0..4) = scale · (q · k_r) for the four keys k + r · kv_stride; hd a multiple of N.
-HWY_INLINE void Dot4(const float* q, const float* k, int64_t kv_stride, int64_t hd, float scale,
+template <class T>
+HWY_INLINE void Dot4(const float* q, const T* k, int64_t kv_stride, int64_t hd, float scale,
                      float* out) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
   for (int64_t i = 0; i < hd; i += lanes) {
     const auto qv = hn::LoadU(d, q + i);
-    s0 = hn::MulAdd(qv, hn::LoadU(d, k + i), s0);
-    s1 = hn::MulAdd(qv, hn::LoadU(d, k + kv_stride + i), s1);
-    s2 = hn::MulAdd(qv, hn::LoadU(d, k + 2 * kv_stride + i), s2);
-    s3 = hn::MulAdd(qv, hn::LoadU(d, k + 3 * kv_stride + i), s3);
+    s0 = hn::MulAdd(qv, LoadRow(d, k + i), s0);
+    s1 = hn::MulAdd(qv, LoadRow(d, k + kv_stride + i), s1);
+    s2 = hn::MulAdd(qv, LoadRow(d, k + 2 * kv_stride + i), s2);
+    s3 = hn::MulAdd(qv, LoadRow(d, k + 3 * kv_stride + i), s3);
   }
   const hn::Full128<float> d4;
   hn::StoreU(hn::Mul(Sum4(d, s0, s1, s2, s3), hn::Set(d4, scale)), d4, out);
@@ -120,7 +155,8 @@ HWY_INLINE void Dot4(const float* q, const float* k, int64_t kv_stride, int64_t 
 #endif
 
 // scores[j] = scale · (q · k_j) for j in [0, len).
-HWY_INLINE void Scores(const float* q, const float* k, int64_t kv_stride, int64_t len, int64_t hd,
+template <class T>
+HWY_INLINE void Scores(const float* q, const T* k, int64_t kv_stride, int64_t len, int64_t hd,
                        float scale, float* scores) {
   int64_t j = 0;
 #if HWY_TARGET != HWY_SCALAR
@@ -133,8 +169,8 @@ HWY_INLINE void Scores(const float* q, const float* k, int64_t kv_stride, int64_
 
 // For H heads h: acc_h[c0, c0 + V·N) += Σ_j p_h[j] · v_j[c0, ...) over j in [0, len). Each
 // load of v serves H heads, and the H·V accumulators stay in registers across the keys.
-template <int H, int V>
-HWY_INLINE void AccumulateChunk(const float* p, int64_t p_stride, const float* v, int64_t kv_stride,
+template <int H, int V, class T>
+HWY_INLINE void AccumulateChunk(const float* p, int64_t p_stride, const T* v, int64_t kv_stride,
                                 int64_t len, int64_t c0, float* acc, int64_t acc_stride) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -143,9 +179,9 @@ HWY_INLINE void AccumulateChunk(const float* p, int64_t p_stride, const float* v
     for (int i = 0; i < V; ++i) a[h][i] = hn::LoadU(d, acc + h * acc_stride + c0 + i * lanes);
   }
   for (int64_t j = 0; j < len; ++j) {
-    const float* vj = v + j * kv_stride + c0;
+    const T* vj = v + j * kv_stride + c0;
     hn::Vec<DF> vv[V];
-    for (int i = 0; i < V; ++i) vv[i] = hn::LoadU(d, vj + i * lanes);
+    for (int i = 0; i < V; ++i) vv[i] = LoadRow(d, vj + i * lanes);
     for (int h = 0; h < H; ++h) {
       const auto ph = hn::Set(d, p[h * p_stride + j]);
       for (int i = 0; i < V; ++i) a[h][i] = hn::MulAdd(ph, vv[i], a[h][i]);
@@ -157,10 +193,9 @@ HWY_INLINE void AccumulateChunk(const float* p, int64_t p_stride, const float* v
 }
 
 // acc_h[hd] += Σ_j p_h[j] · v_j for H heads, head_dim cut into register-sized chunks.
-template <int H>
-HWY_INLINE void AccumulateValues(const float* p, int64_t p_stride, const float* v,
-                                 int64_t kv_stride, int64_t len, int64_t hd, float* acc,
-                                 int64_t acc_stride) {
+template <int H, class T>
+HWY_INLINE void AccumulateValues(const float* p, int64_t p_stride, const T* v, int64_t kv_stride,
+                                 int64_t len, int64_t hd, float* acc, int64_t acc_stride) {
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   int64_t c0 = 0;
   for (; c0 + 4 * lanes <= hd; c0 += 4 * lanes) {
@@ -177,7 +212,8 @@ HWY_INLINE void AccumulateValues(const float* p, int64_t p_stride, const float* 
   for (; c0 < hd; ++c0) {
     for (int h = 0; h < H; ++h) {
       float s = acc[h * acc_stride + c0];
-      for (int64_t j = 0; j < len; ++j) s += p[h * p_stride + j] * v[j * kv_stride + c0];
+      for (int64_t j = 0; j < len; ++j)
+        s = std::fma(p[h * p_stride + j], ToF32(v[j * kv_stride + c0]), s);
       acc[h * acc_stride + c0] = s;
     }
   }
@@ -207,21 +243,38 @@ HWY_INLINE std::pair<float, float> ExpShifted(float* s, int64_t len) {
   return {m, sum};
 }
 
+// The f32 scale of an int8 row's head (kernels/kv_rows.h: the scales follow the kvd values).
+HWY_INLINE float RowScale(const int8_t* row, int64_t kvd, int64_t head) {
+  float s;
+  std::memcpy(&s, row + kvd + 4 * head, sizeof(float));
+  return s;
+}
+
 // For each of the `group` query heads of one KV head: partial[g] = {max score m,
 // Σ exp(s - m), Σ exp(s - m) v} over keys [j0, j1). `scores` holds group × (j1 - j0) floats.
-void DecodePartial(const Layout& l, const float* q, const float* k, const float* v,
-                   const DecodeTask& t, float* scores, float* partial) {
-  const int64_t len = t.j1 - t.j0, hd = l.hd;
-  const float* qi = q + t.i * l.q_stride + t.kv_head * l.group * hd;
-  const float* kg = k + t.j0 * l.kv_stride + t.kv_head * hd;
-  const float* vg = v + t.j0 * l.kv_stride + t.kv_head * hd;
+// int8 rows: the K scale multiplies the scores, the V scale the weights of the values.
+template <class T>
+HWY_INLINE void DecodePartialOf(const Layout& l, const DecodeSeq& sq, const DecodeTask& t,
+                                float* scores, float* partial) {
+  const int64_t len = t.j1 - t.j0, hd = l.hd, stride = sq.kv_stride;
+  const T* k = static_cast<const T*>(sq.k);
+  const T* v = static_cast<const T*>(sq.v);
+  const float* qi = sq.q + t.i * l.q_stride + t.kv_head * l.group * hd;
+  const T* kg = k + t.j0 * stride + t.kv_head * hd;
+  const T* vg = v + t.j0 * stride + t.kv_head * hd;
+  constexpr bool kScaled = std::is_same_v<T, int8_t>;
   // Blocks of keys (8 KiB of K or V) stay in L1 while every head of the group reads them.
   const int64_t block = std::max<int64_t>(16, 2048 / hd);
   for (int64_t b0 = 0; b0 < len; b0 += block) {
     const int64_t b1 = std::min(len, b0 + block);
     for (int64_t g = 0; g < l.group; ++g) {
-      Scores(qi + g * hd, kg + b0 * l.kv_stride, l.kv_stride, b1 - b0, hd, l.scale,
-             scores + g * len + b0);
+      Scores(qi + g * hd, kg + b0 * stride, stride, b1 - b0, hd, l.scale, scores + g * len + b0);
+    }
+  }
+  if constexpr (kScaled) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float ks = RowScale(k + (t.j0 + j) * stride, l.kvd, t.kv_head);
+      for (int64_t g = 0; g < l.group; ++g) scores[g * len + j] *= ks;
     }
   }
   for (int64_t g = 0; g < l.group; ++g) {
@@ -231,19 +284,68 @@ void DecodePartial(const Layout& l, const float* q, const float* k, const float*
     part[1] = sum;
     std::fill(part + 2, part + 2 + hd, 0.0f);
   }
+  if constexpr (kScaled) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float vs = RowScale(v + (t.j0 + j) * stride, l.kvd, t.kv_head);
+      for (int64_t g = 0; g < l.group; ++g) scores[g * len + j] *= vs;
+    }
+  }
   for (int64_t b0 = 0; b0 < len; b0 += block) {
     const int64_t b1 = std::min(len, b0 + block);
     // Two heads per pass over the block of V.
     int64_t g = 0;
     for (; g + 2 <= l.group; g += 2) {
-      AccumulateValues<2>(scores + g * len + b0, len, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0,
-                          hd, partial + g * (hd + 2) + 2, hd + 2);
+      AccumulateValues<2>(scores + g * len + b0, len, vg + b0 * stride, stride, b1 - b0, hd,
+                          partial + g * (hd + 2) + 2, hd + 2);
     }
     if (g < l.group) {
-      AccumulateValues<1>(scores + g * len + b0, len, vg + b0 * l.kv_stride, l.kv_stride, b1 - b0,
-                          hd, partial + g * (hd + 2) + 2, hd + 2);
+      AccumulateValues<1>(scores + g * len + b0, len, vg + b0 * stride, stride, b1 - b0, hd,
+                          partial + g * (hd + 2) + 2, hd + 2);
     }
   }
+}
+
+void DecodePartialF32(const Layout& l, const DecodeSeq& sq, const DecodeTask& t, float* scores,
+                      float* partial) {
+  DecodePartialOf<float>(l, sq, t, scores, partial);
+}
+void DecodePartialF16(const Layout& l, const DecodeSeq& sq, const DecodeTask& t, float* scores,
+                      float* partial) {
+  DecodePartialOf<hwy::float16_t>(l, sq, t, scores, partial);
+}
+void DecodePartialI8(const Layout& l, const DecodeSeq& sq, const DecodeTask& t, float* scores,
+                     float* partial) {
+  DecodePartialOf<int8_t>(l, sq, t, scores, partial);
+}
+
+// Rows [r0, r1) of stored K or V, each `stride` elements apart, widened to f32 rows of kvd.
+template <class T>
+HWY_INLINE void WidenOf(const void* rows, int64_t stride, int64_t kvd, int64_t hd, int64_t r0,
+                        int64_t r1, float* out) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = static_cast<const T*>(rows) + r * stride;
+    float* y = out + r * kvd;
+    int64_t i = 0;
+    for (; i + lanes <= kvd; i += lanes) hn::StoreU(LoadRow(d, x + i), d, y + i);
+    for (; i < kvd; ++i) y[i] = ToF32(x[i]);
+    if constexpr (std::is_same_v<T, int8_t>) {
+      for (int64_t h = 0; h < kvd / hd; ++h) {
+        const float sc = RowScale(x, kvd, h);
+        for (int64_t c = 0; c < hd; ++c) y[h * hd + c] *= sc;
+      }
+    }
+  }
+}
+
+void WidenF16(const void* rows, int64_t stride, int64_t kvd, int64_t hd, int64_t r0, int64_t r1,
+              float* out) {
+  WidenOf<hwy::float16_t>(rows, stride, kvd, hd, r0, r1, out);
+}
+void WidenI8(const void* rows, int64_t stride, int64_t kvd, int64_t hd, int64_t r0, int64_t r1,
+             float* out) {
+  WidenOf<int8_t>(rows, stride, kvd, hd, r0, r1, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -253,7 +355,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace molt {
 
-HWY_EXPORT(DecodePartial);
+HWY_EXPORT(DecodePartialF32);
+HWY_EXPORT(DecodePartialF16);
+HWY_EXPORT(DecodePartialI8);
+HWY_EXPORT(WidenF16);
+HWY_EXPORT(WidenI8);
 
 namespace {
 
@@ -292,7 +398,10 @@ void attention_decode(const AttentionShape& s, const Layout& l, std::span<const 
   if (scores.size() < static_cast<size_t>(threads * per_thread)) {
     scores.resize(static_cast<size_t>(threads * per_thread));
   }
-  const auto kernel = HWY_DYNAMIC_DISPATCH(DecodePartial);
+  using Kernel = void (*)(const Layout&, const DecodeSeq&, const DecodeTask&, float*, float*);
+  const Kernel kernels[] = {HWY_DYNAMIC_DISPATCH(DecodePartialF32),
+                            HWY_DYNAMIC_DISPATCH(DecodePartialF16),
+                            HWY_DYNAMIC_DISPATCH(DecodePartialI8)};
   const auto count = static_cast<int64_t>(tasks.size());
   const DecodeTask* task_list = tasks.data();
   const DecodeSeq* seq_list = seqs.data();
@@ -304,7 +413,7 @@ void attention_decode(const AttentionShape& s, const Layout& l, std::span<const 
 #pragma omp for schedule(dynamic)
     for (int64_t t = 0; t < count; ++t) {
       const DecodeSeq& sq = seq_list[task_list[t].seq];
-      kernel(l, sq.q, sq.k, sq.v, task_list[t], mine, partials + t * part_size);
+      kernels[static_cast<int>(sq.kv)](l, sq, task_list[t], mine, partials + t * part_size);
     }
   }
   // Merge the splits of each (sequence, row, kv head), consecutive in the task list: rescale
@@ -350,7 +459,7 @@ void attend_block(const Layout& l, const float* q, const float* k, const float* 
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
               static_cast<int>(len), static_cast<int>(l.hd), l.scale,
               q + q0 * l.q_stride + h * l.hd, static_cast<int>(l.q_stride), k + g * l.hd,
-              static_cast<int>(l.kv_stride), 0.0f, s.data(), static_cast<int>(len));
+              static_cast<int>(l.kvd), 0.0f, s.data(), static_cast<int>(len));
   for (int64_t r = 0; r < rows; ++r) {
     float* row = s.data() + r * len;
     const int64_t valid = p0 + q0 + r + 1;
@@ -359,7 +468,7 @@ void attend_block(const Layout& l, const float* q, const float* k, const float* 
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
               static_cast<int>(l.hd), static_cast<int>(len), 1.0f, s.data(), static_cast<int>(len),
-              v + g * l.hd, static_cast<int>(l.kv_stride), 0.0f, out + q0 * l.q_stride + h * l.hd,
+              v + g * l.hd, static_cast<int>(l.kvd), 0.0f, out + q0 * l.q_stride + h * l.hd,
               static_cast<int>(l.q_stride));
 }
 
@@ -394,18 +503,47 @@ Layout checked_layout(const AttentionShape& s, const char* op) {
           static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)))};
 }
 
+// Elements of type kv from one stored row to the next.
+int64_t element_stride(const AttentionShape& s, KvDType kv) {
+  const auto bytes = static_cast<int64_t>(kv_row_bytes(kv, s.n_kv_heads, s.head_dim));
+  return kv == KvDType::kF32 ? bytes / 4 : kv == KvDType::kF16 ? bytes / 2 : bytes;
+}
+
 }  // namespace
 
 void attention(const AttentionShape& s, const float* q, const float* k, const float* v, int64_t p0,
                int64_t n, float* out) {
+  attention(s, q, k, v, KvDType::kF32, p0, n, out);
+}
+
+void attention(const AttentionShape& s, const float* q, const void* k, const void* v, KvDType kv,
+               int64_t p0, int64_t n, float* out) {
   const Layout l = checked_layout(s, "attention");
   if (p0 < 0 || n < 0) fail("attention: p0 {} and n {} must be non-negative", p0, n);
   if (n == 0) return;
+  const int64_t stride = element_stride(s, kv);
   if (n < 16) {
-    const DecodeSeq one{q, k, v, p0, n, out};
+    const DecodeSeq one{q, k, v, p0, n, out, kv, stride};
     attention_decode(s, l, std::span(&one, 1));
+  } else if (kv == KvDType::kF32) {
+    attention_prefill(s, l, q, static_cast<const float*>(k), static_cast<const float*>(v), p0, n,
+                      out);
   } else {
-    attention_prefill(s, l, q, k, v, p0, n, out);
+    // The calling thread's, kept between calls: prefill of a long context allocates once.
+    thread_local std::vector<float> wide;
+    const int64_t rows = p0 + n;
+    wide.resize(static_cast<size_t>(2 * rows * l.kvd));
+    const auto widen =
+        kv == KvDType::kF16 ? HWY_DYNAMIC_DISPATCH(WidenF16) : HWY_DYNAMIC_DISPATCH(WidenI8);
+    float* wk = wide.data();
+    float* wv = wk + rows * l.kvd;
+#pragma omp parallel for schedule(static) if (rows * l.kvd > 65536)
+    for (int64_t r = 0; r < rows; r += 64) {
+      const int64_t r1 = std::min(rows, r + 64);
+      widen(k, stride, l.kvd, l.hd, r, r1, wk);
+      widen(v, stride, l.kvd, l.hd, r, r1, wv);
+    }
+    attention_prefill(s, l, q, wk, wv, p0, n, out);
   }
 }
 
@@ -416,7 +554,7 @@ void attention_batch(const AttentionShape& s, std::span<const AttentionQuery> qu
   seqs.clear();
   for (const AttentionQuery& a : queries) {
     if (a.pos < 0) fail("attention_batch: position {} must be non-negative", a.pos);
-    seqs.push_back({a.q, a.k, a.v, a.pos, 1, a.out});
+    seqs.push_back({a.q, a.k, a.v, a.pos, 1, a.out, a.kv, element_stride(s, a.kv)});
   }
   if (!seqs.empty()) attention_decode(s, l, seqs);
 }

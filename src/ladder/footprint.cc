@@ -23,7 +23,8 @@ Footprint compute_footprint(const ModelConfig& c, size_t stored_weight_bytes, DT
   int64_t heap = L * 2 * d + d;
   if (c.attention_bias) heap += L * (q + 2 * kv);
   f.heap_weight_bytes = static_cast<size_t>(heap) * kF32;
-  f.kv_bytes_per_token = static_cast<size_t>(2 * L * kv) * kF32;
+  f.kv_bytes_per_token =
+      static_cast<size_t>(2 * L) * kv_row_bytes(shape.kv, c.num_key_value_heads, c.head_dim);
 
   // One forward over n = prefill_chunk tokens (model.cc): x, xn, q, att, tmp, gate, up.
   const int64_t n = std::max<int64_t>(1, shape.prefill_chunk);
@@ -31,6 +32,11 @@ Footprint compute_footprint(const ModelConfig& c, size_t stored_weight_bytes, DT
   // Attention prefill: per thread, a block of 64 query rows over every key it may see.
   scratch += static_cast<size_t>(std::max(1, shape.threads)) *
              static_cast<size_t>(std::min<int64_t>(64, n) * shape.max_context) * kF32;
+  // A cache not stored as f32: prefill widens one layer's K and V over the whole context to
+  // f32 (kernels/attention.h), in the calling thread's buffer.
+  if (shape.kv != KvDType::kF32) {
+    scratch += static_cast<size_t>(2 * shape.max_context * kv) * kF32;
+  }
   // Last-position logits and the sampler's (logit, id) pairs.
   scratch += static_cast<size_t>(V) * (kF32 + 8);
   // matmul's kept buffers (kernels/linear.h), each the largest over the layer's linears, on the

@@ -322,13 +322,14 @@ CacheGeometry Model::cache_geometry() const {
           config_.hidden_size};
 }
 
-KVCache Model::new_cache(int64_t capacity, bool keep_hidden) const {
-  return KVCache(cache_geometry(), capacity, keep_hidden);
+KVCache Model::new_cache(int64_t capacity, bool keep_hidden, KvDType kv) const {
+  return KVCache(cache_geometry(), capacity, keep_hidden, kv);
 }
 
 int64_t Model::layer_scratch_floats(int64_t n) const {
   const ModelConfig& c = config_;
-  // xn, tmp; q, att; gate, up; a cos/sin table per position; K and V rows of a batched decode.
+  // xn, tmp; q, att; gate, up; a cos/sin table per position; new K and V rows (of a batched
+  // decode, or of a cache not stored as f32).
   return n * (2 * c.hidden_size + 2 * c.q_dim() + 2 * c.intermediate_size + c.head_dim +
               2 * c.kv_dim());
 }
@@ -387,11 +388,11 @@ void Model::run_layers(int64_t first, int64_t last, const Rows& rows, int64_t n,
         std::memcpy(ci.hidden(l).data() + rows.pos(i) * d, x + i * d, sizeof(float) * d);
       }
     }
-    // Attention block. With one cache, K and V go straight into its rows of these positions.
-    float* kc = cache.k(l).data();
-    float* vc = cache.v(l).data();
-    float* k_out = apart ? k_new : kc + p0 * kvd;
-    float* v_out = apart ? v_new : vc + p0 * kvd;
+    // Attention block. With one f32 cache, K and V go straight into its rows of these
+    // positions; else they are computed here and stored (rounded to the cache's type).
+    const bool direct = !apart && cache.kv_dtype() == KvDType::kF32;
+    float* k_out = direct ? cache.k(l).data() + p0 * kvd : k_new;
+    float* v_out = direct ? cache.v(l).data() + p0 * kvd : v_new;
     for (int64_t i = 0; i < n; ++i) rmsnorm(x + i * d, L.input_norm.data(), d, eps, xn + i * d);
     linear3(L.q, L.k, L.v, xn, n, apart, q, k_out, v_out);
     add_bias(q, L.q_bias, n);
@@ -407,15 +408,17 @@ void Model::run_layers(int64_t first, int64_t last, const Rows& rows, int64_t n,
       for (int64_t i = 0; i < n; ++i) {
         KVCache& ci = rows.cache(i);
         const int64_t p = rows.pos(i);
-        float* ki = ci.k(l).data();
-        float* vi = ci.v(l).data();
-        std::memcpy(ki + p * kvd, k_new + i * kvd, sizeof(float) * kvd);
-        std::memcpy(vi + p * kvd, v_new + i * kvd, sizeof(float) * kvd);
-        queries.push_back({q + i * qd, ki, vi, p, att + i * qd});
+        ci.write_k(l, p, 1, k_new + i * kvd);
+        ci.write_v(l, p, 1, v_new + i * kvd);
+        queries.push_back({q + i * qd, ci.k_rows(l), ci.v_rows(l), p, att + i * qd, ci.kv_dtype()});
       }
       attention_batch(shape, queries);
     } else {
-      attention(shape, q, kc, vc, p0, n, att);
+      if (!direct) {
+        cache.write_k(l, p0, n, k_new);
+        cache.write_v(l, p0, n, v_new);
+      }
+      attention(shape, q, cache.k_rows(l), cache.v_rows(l), cache.kv_dtype(), p0, n, att);
     }
     linear(L.o, att, n, tmp, apart);
     add_inplace(x, tmp, n * d);

@@ -416,7 +416,8 @@ double State::footprint_mib(int r) const {
 }
 
 std::unique_ptr<KVCache> State::new_cache(int r) const {
-  return std::make_unique<KVCache>(ladder.rung(r).model().new_cache(capacity, keep_hidden));
+  return std::make_unique<KVCache>(
+      ladder.rung(r).model().new_cache(capacity, keep_hidden, o.kv_dtype));
 }
 
 }  // namespace runtime
@@ -457,7 +458,7 @@ Generation::Generation(Ladder& ladder, BudgetSource* budget, std::span<const int
   const bool may_heal = g.o.policy == Policy::kHeal || g.o.policy == Policy::kAuto;
   const FootprintShape shape{
       may_heal ? std::max(g.o.prefill_chunk, g.o.heal_chunk) : g.o.prefill_chunk, g.capacity,
-      num_threads()};
+      num_threads(), g.o.kv_dtype};
   for (int r = 0; r < ladder.size(); ++r)
     g.footprints.push_back(ladder.rung(r).footprint_for(shape));
   g.broken.assign(static_cast<size_t>(ladder.size()), false);
@@ -488,6 +489,10 @@ std::unique_ptr<Generation> Generation::resume(Ladder& ladder, BudgetSource* bud
   if (options.capacity <= 0) options.capacity = cache.capacity();
   if (options.transfer.recompute_layers > 0 && !cache.keeps_hidden()) {
     fail("resume: recompute_layers needs a cache that keeps hidden states");
+  }
+  if (cache.kv_dtype() != options.kv_dtype) {
+    fail("resume: the cache's K and V are {} but the options' kv_dtype is {}",
+         kv_dtype_name(cache.kv_dtype()), kv_dtype_name(options.kv_dtype));
   }
   std::unique_ptr<Generation> gen(new Generation(ladder, budget, history, std::move(options)));
   State& g = *gen->s_;

@@ -52,7 +52,8 @@ void SeamMeter::seam_logits(const State& g, MigrationEvent& e) {
   sender_.clear();
   const Rung& r = g.ladder.rung(g.rung);
   if (r.state() != RungState::kLoaded || g.window.empty()) return;
-  KVCache native = r.model().new_cache(static_cast<int64_t>(g.window.size()));
+  // Native on the receiver, its cache of the same type as the generation's.
+  KVCache native = r.model().new_cache(static_cast<int64_t>(g.window.size()), false, g.o.kv_dtype);
   std::vector<float> logits(static_cast<size_t>(r.config().vocab_size));
   r.model().forward(g.window, native, {}, logits);
   e.transfer_kl = kl_logits(logits, g.logits, vocab);

@@ -113,6 +113,12 @@ const std::vector<Field>& top_fields() {
       field("poll_ms", &SessionOptions::poll_ms),
       field("max_parked_steps", &SessionOptions::max_parked_steps),
       field("capacity", &SessionOptions::capacity),
+      {"kv_dtype",
+       [](const SessionOptions& o) { return json(std::string(kv_dtype_name(o.kv_dtype))); },
+       [](SessionOptions& o, const json& v, const std::string& w) {
+         if (!v.is_string()) fail("{}: expected f32, f16 or int8, got {}", w, v.dump());
+         o.kv_dtype = parse_kv_dtype(v.get<std::string>(), w);
+       }},
       field("shed_sink", &SessionOptions::shed_sink),
       field("shed_drop", &SessionOptions::shed_drop),
       field("auto_max_stall_ms", &SessionOptions::auto_max_stall_ms),

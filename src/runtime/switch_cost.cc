@@ -1,6 +1,7 @@
 #include "molt/runtime/switch_cost.h"
 
 #include <cmath>
+#include <vector>
 
 #include "molt/common/error.h"
 #include "molt/runtime/generation.h"
@@ -22,7 +23,8 @@ MigrationEvent measure_switch(Ladder& ladder, int from, int to, std::span<const 
 
   Rung& sender = ladder.rung(from);
   sender.load();  // warm: its pages are touched before the clock starts
-  KVCache cache = sender.model().new_cache(o.capacity, so.transfer.recompute_layers > 0);
+  KVCache cache =
+      sender.model().new_cache(o.capacity, so.transfer.recompute_layers > 0, o.kv_dtype);
   if (so.native_sender_cache) {
     for (int64_t i = 0; i < n; i += so.prefill_chunk) {
       const int64_t len = std::min(so.prefill_chunk, n - i);
@@ -32,12 +34,14 @@ MigrationEvent measure_switch(Ladder& ladder, int from, int to, std::span<const 
   } else {
     cache.set_size(n);
     const int64_t rows = n * cache.geometry().kv_dim();
+    std::vector<float> k(static_cast<size_t>(rows)), v(k.size());
     for (int64_t l = 0; l < cache.geometry().n_layers; ++l) {
-      auto k = cache.k(l), v = cache.v(l);
       for (int64_t i = 0; i < rows; ++i) {
         k[i] = std::sin(0.01f * static_cast<float>(i + l));
         v[i] = std::cos(0.01f * static_cast<float>(i + l));
       }
+      cache.write_k(l, 0, n, k.data());
+      cache.write_v(l, 0, n, v.data());
     }
   }
   // The same migrate() a generation runs, timed from the budget check to the receiver's

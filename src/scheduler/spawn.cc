@@ -12,14 +12,16 @@
 namespace molt::sched {
 namespace {
 
-// Copies the filled rows of every block (K, V, hidden states) from `from` into `to`.
+// Copies the filled rows of every block (K, V, hidden states) from `from` into `to` (the same
+// KV type: the rows are copied as stored).
 void copy_rows(const KVCache& from, KVCache& to) {
   const CacheGeometry& g = from.geometry();
   const size_t n = static_cast<size_t>(from.size());
-  const size_t kv = n * static_cast<size_t>(g.kv_dim());
+  if (from.kv_dtype() != to.kv_dtype()) fail("copy_rows: KV caches of different types");
+  const size_t kv = n * from.row_bytes();
   for (int64_t l = 0; l < g.n_layers; ++l) {
-    std::memcpy(to.k(l).data(), from.k(l).data(), kv * sizeof(float));
-    std::memcpy(to.v(l).data(), from.v(l).data(), kv * sizeof(float));
+    std::memcpy(const_cast<void*>(to.k_rows(l)), from.k_rows(l), kv);
+    std::memcpy(const_cast<void*>(to.v_rows(l)), from.v_rows(l), kv);
   }
   if (from.keeps_hidden()) {
     const size_t h = n * static_cast<size_t>(g.hidden_size);
@@ -52,7 +54,7 @@ std::unique_ptr<Generation> start_on(Ladder& ladder, int rung, std::span<const i
   Rung& r = ladder.rung(rung);
   r.load();
   const Model& m = r.model();
-  KVCache cache = m.new_cache(o.capacity, o.transfer.recompute_layers > 0);
+  KVCache cache = m.new_cache(o.capacity, o.transfer.recompute_layers > 0, o.kv_dtype);
   const std::span<const int32_t> context = window.first(window.size() - 1);
   const size_t chunk = static_cast<size_t>(std::max<int64_t>(1, o.prefill_chunk));
   for (size_t i = 0; i < context.size(); i += chunk) {
@@ -73,13 +75,14 @@ std::unique_ptr<Generation> shed_into(Ladder& ladder, Generation& g, std::vector
   const int64_t dropped = g.shed(sink, drop);
   window.erase(window.begin() + sink, window.begin() + sink + dropped);
   const KVCache& old = *g.cache();
-  KVCache next = ladder.rung(rung).model().new_cache(o.capacity, old.keeps_hidden());
+  KVCache next =
+      ladder.rung(rung).model().new_cache(o.capacity, old.keeps_hidden(), old.kv_dtype());
   copy_rows(old, next);
   return Generation::resume(ladder, nullptr, rung, std::move(next), window, o);
 }
 
 double own_at(const Ladder& ladder, int rung, int64_t capacity, const SessionOptions& o) {
-  const FootprintShape shape{o.prefill_chunk, capacity, num_threads()};
+  const FootprintShape shape{o.prefill_chunk, capacity, num_threads(), o.kv_dtype};
   const Rung& r = ladder.rung(rung);
   const Footprint f = r.footprint_for(shape);
   double b = static_cast<double>(f.kv_bytes(capacity) + f.scratch_bytes);

@@ -157,6 +157,18 @@ class LinearCacheMap final : public CacheMap {
       }
       const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
       std::vector<std::vector<float>> k_plain(static_cast<size_t>(gs.n_layers));
+      // V rows of a sender cache not stored as f32, widened once per layer read.
+      std::vector<std::vector<float>> v_wide(static_cast<size_t>(gs.n_layers));
+      if (src.kv_dtype() != KvDType::kF32) {
+        for (int64_t j = 0; j < mapped; ++j) {
+          for (int64_t l : map_.layers[j].v_sources) {
+            if (v_wide[l].empty()) {
+              v_wide[l].resize(static_cast<size_t>(n * kvs));
+              src.read_v(l, 0, n, v_wide[l].data());
+            }
+          }
+        }
+      }
       const int64_t hr = gr.hidden_size;
       const std::vector<float> embeddings =
           lags > 0 ? normed_embeddings(receiver, tokens) : std::vector<float>();
@@ -166,12 +178,13 @@ class LinearCacheMap final : public CacheMap {
 #pragma omp parallel for schedule(dynamic, 1)
       for (size_t i = 0; i < need.size(); ++i) {
         const int64_t l = need[i];
-        k_plain[l].assign(src.k(l).begin(), src.k(l).begin() + n * kvs);
+        k_plain[l].resize(static_cast<size_t>(n * kvs));
+        src.read_k(l, 0, n, k_plain[l].data());
         sender_rope.rotate(k_plain[l].data(), 0, n, gs.n_kv_heads, /*inverse=*/true);
       }
 #pragma omp parallel
       {
-        std::vector<float> x;
+        std::vector<float> x, y;
         std::vector<const float*> parts;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < 2 * mapped; ++task) {
@@ -180,7 +193,9 @@ class LinearCacheMap final : public CacheMap {
           const LayerMap& L = map_.layers[j];
           parts.clear();
           for (int64_t s : keys ? L.k_sources : L.v_sources) {
-            parts.push_back(keys ? k_plain[s].data() : src.v(s).data());
+            parts.push_back(keys                ? k_plain[s].data()
+                            : v_wide[s].empty() ? src.v(s).data()
+                                                : v_wide[s].data());
           }
           const int64_t in = keys ? L.k_in() : L.v_in();
           x.resize(static_cast<size_t>(n * in));
@@ -191,7 +206,10 @@ class LinearCacheMap final : public CacheMap {
               embed_features(embeddings, hr, lags, i, x.data() + i * in + at);
             }
           }
-          float* out = keys ? dst.k(j).data() : dst.v(j).data();
+          // Straight into an f32 receiver cache, else through y (rounded to its type below).
+          const bool direct = dst.kv_dtype() == KvDType::kF32;
+          if (!direct) y.resize(static_cast<size_t>(n * gr.kv_dim()));
+          float* out = !direct ? y.data() : keys ? dst.k(j).data() : dst.v(j).data();
           const std::vector<float>& bias = keys ? L.k_bias : L.v_bias;
           if (weights_.empty()) {
             affine(x.data(), n, in, keys ? L.k_weight : L.v_weight, bias, out);
@@ -199,6 +217,8 @@ class LinearCacheMap final : public CacheMap {
             affine(x.data(), n, weights_[j][keys ? 0 : 1], bias, out);
           }
           if (keys) receiver_rope.rotate(out, 0, n, gr.n_kv_heads, /*inverse=*/false);
+          if (!direct && keys) dst.write_k(j, 0, n, out);
+          if (!direct && !keys) dst.write_v(j, 0, n, out);
         }
       }
     }
@@ -224,19 +244,20 @@ class LinearCacheMap final : public CacheMap {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t j = 0; j < mapped; ++j) {
       const LayerMap& L = map_.layers[j];
-      const int64_t s = L.k_sources.at(0);
-      float* k = dst.k(j).data();
-      float* v = dst.v(j).data();
-      std::copy_n(src.k(s).data(), n * kv, k);
-      sender_rope.rotate(k, 0, n, g.n_kv_heads, /*inverse=*/true);
-      const float* vs = src.v(L.v_sources.at(0)).data();
+      // Rows of any stored type are widened to f32, mapped, and stored rounded to dst's type.
+      std::vector<float> k(static_cast<size_t>(n * kv)), v(static_cast<size_t>(n * kv));
+      src.read_k(L.k_sources.at(0), 0, n, k.data());
+      src.read_v(L.v_sources.at(0), 0, n, v.data());
+      sender_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/true);
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t c = 0; c < kv; ++c) {
           k[i * kv + c] = k[i * kv + c] * L.k_scale[c] + L.k_offset[c];
-          v[i * kv + c] = vs[i * kv + c] * L.v_scale[c] + L.v_offset[c];
+          v[i * kv + c] = v[i * kv + c] * L.v_scale[c] + L.v_offset[c];
         }
       }
-      receiver_rope.rotate(k, 0, n, g.n_kv_heads, /*inverse=*/false);
+      receiver_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/false);
+      dst.write_k(j, 0, n, k.data());
+      dst.write_v(j, 0, n, v.data());
     }
   }
 

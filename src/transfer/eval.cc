@@ -56,10 +56,10 @@ double kl_logits(std::span<const float> p, std::span<const float> q, int64_t voc
 
 void fill_zero_cache(int64_t n, KVCache& dst) {
   dst.set_size(n);
-  const int64_t kv = dst.geometry().kv_dim();
+  const std::vector<float> zeros(static_cast<size_t>(n * dst.geometry().kv_dim()), 0.0f);
   for (int64_t l = 0; l < dst.geometry().n_layers; ++l) {
-    std::fill_n(dst.k(l).data(), n * kv, 0.0f);
-    std::fill_n(dst.v(l).data(), n * kv, 0.0f);
+    dst.write_k(l, 0, n, zeros.data());
+    dst.write_v(l, 0, n, zeros.data());
   }
 }
 

@@ -402,17 +402,18 @@ void TokenIdentityCache::fill(std::span<const int32_t> tokens, KVCache& dst) con
   const int64_t all = static_cast<int64_t>(k_.empty() ? 0 : k_[0].size() / kv) - 1;
   dst.set_size(n);
   const RopeTable rope(rope_, 0, n);
+  std::vector<float> k(static_cast<size_t>(n * kv)), v(k.size());
   for (int64_t l = 0; l < g_.n_layers; ++l) {
-    float* k = dst.k(l).data();
-    float* v = dst.v(l).data();
     for (int64_t p = 0; p < n; ++p) {
       const int32_t t = tokens[p];
       const int64_t row =
           t >= 0 && t < static_cast<int32_t>(slot_.size()) && slot_[t] >= 0 ? slot_[t] : all;
-      std::copy_n(&k_[l][row * kv], kv, k + p * kv);
-      std::copy_n(&v_[l][row * kv], kv, v + p * kv);
+      std::copy_n(&k_[l][row * kv], kv, k.data() + p * kv);
+      std::copy_n(&v_[l][row * kv], kv, v.data() + p * kv);
     }
-    rope.rotate(k, 0, n, g_.n_kv_heads, /*inverse=*/false);
+    rope.rotate(k.data(), 0, n, g_.n_kv_heads, /*inverse=*/false);
+    dst.write_k(l, 0, n, k.data());  // rounded to dst's type
+    dst.write_v(l, 0, n, v.data());
   }
 }
 

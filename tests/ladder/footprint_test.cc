@@ -1,6 +1,8 @@
 // Footprint accounting against the kernel's own numbers: the computed footprint of a loaded
 // rung with its cache and a prefill's scratch matches the measured RSS growth within 5%;
-// parking really gives the weights' pages back; release unmaps them.
+// parking really gives the weights' pages back; release unmaps them. Each test needs a process
+// of its own, as ctest gives it: kept buffers and the allocator's state carry over between
+// tests of one process.
 #include <gtest/gtest.h>
 
 #include "kernels/gemm_bf16.h"
@@ -11,6 +13,7 @@
 #include "molt/ladder/ladder.h"
 #include "molt/ladder/process_memory.h"
 #include "molt/ladder/synthetic.h"
+#include "molt/model/kv_cache.h"
 #include "test_util.h"
 
 namespace molt {
@@ -46,18 +49,25 @@ void warm_up(Ladder& l, int warm, int64_t tokens) {
   r.release();
 }
 
-// On each GEMM path this CPU has (the bf16 one keeps other buffers: kernels/linear.h).
-class FootprintPerGemm : public ::testing::TestWithParam<GemmPrecision> {};
+// On each GEMM path this CPU has (the bf16 one keeps other buffers: kernels/linear.h), and
+// with each type of KV cache (f16 and int8 prefill widens a layer's rows: kernels/attention.h).
+struct FootprintCase {
+  GemmPrecision gemm;
+  KvDType kv;
+};
+class FootprintPerGemm : public ::testing::TestWithParam<FootprintCase> {};
 
 TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
-  if (GetParam() == GemmPrecision::kBF16 && !bf16_gemm_supported()) {
+  if (GetParam().gemm == GemmPrecision::kBF16 && !bf16_gemm_supported()) {
     GTEST_SKIP() << "this CPU has no bf16 dot products";
   }
   test::GemmPrecisionGuard guard;
-  set_gemm_precision(GetParam());
+  set_gemm_precision(GetParam().gemm);
   set_num_threads(1);
+  const KvDType kv = GetParam().kv;
+  // Long enough that the widened rows of a prefill chunk at its end weigh (4 MiB here).
   const int64_t capacity = 1024, chunk = 64;
-  auto l = Ladder::open(rss_manifest(), FootprintShape{chunk, capacity, num_threads()});
+  auto l = Ladder::open(rss_manifest(), FootprintShape{chunk, capacity, num_threads(), kv});
   warm_up(*l, 1, chunk);
   Rung& r = l->rung(0);
   ASSERT_EQ(r.name(), "big");
@@ -68,10 +78,12 @@ TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
   const ProcessMemory before = read_process_memory();
   r.load();
   const ProcessMemory loaded = read_process_memory();
-  KVCache cache = r.model().new_cache(capacity);
+  KVCache cache = r.model().new_cache(capacity, false, kv);
   std::vector<int32_t> ids(static_cast<size_t>(chunk));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 7 % 512);
   std::vector<float> logits(512);
+  // The last chunk of a full cache: prefill attends over (and widens) every row.
+  cache.set_size(capacity - chunk);
   r.model().forward(ids, cache, {}, logits);
   const ProcessMemory after = read_process_memory();
 
@@ -79,11 +91,13 @@ TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
   const double peak = (static_cast<double>(after.peak_bytes) - before.rss_bytes) / kMiB;
   const double computed = f.total(capacity) / kMiB;
   std::printf(
-      "footprint of '%s' (%s): weights %.2f + heap %.2f + KV %.2f (%lld tokens) + scratch %.2f "
+      "footprint of '%s' (%s, %s KV): weights %.2f + heap %.2f + KV %.2f (%lld tokens) + scratch "
+      "%.2f "
       "= %.2f MiB; measured: load %.2f MiB, peak growth %.2f MiB (%+.1f%%)\n",
-      r.name().c_str(), before.source.c_str(), f.weight_bytes / kMiB, f.heap_weight_bytes / kMiB,
-      f.kv_bytes(capacity) / kMiB, static_cast<long long>(capacity), f.scratch_bytes / kMiB,
-      computed, weights, peak, 100 * (peak - computed) / computed);
+      r.name().c_str(), before.source.c_str(), std::string(kv_dtype_name(kv)).c_str(),
+      f.weight_bytes / kMiB, f.heap_weight_bytes / kMiB, f.kv_bytes(capacity) / kMiB,
+      static_cast<long long>(capacity), f.scratch_bytes / kMiB, computed, weights, peak,
+      100 * (peak - computed) / computed);
   const double tolerance = 0.05 * computed, w = (f.weight_bytes + f.heap_weight_bytes) / kMiB;
   EXPECT_GE(weights, w - tolerance);
   EXPECT_LE(weights, w * (1 + test::kAsanShadowShare) + tolerance);
@@ -93,10 +107,51 @@ TEST_P(FootprintPerGemm, MatchesMeasuredRssWithinFivePercent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemm, FootprintPerGemm,
-                         ::testing::Values(GemmPrecision::kF32, GemmPrecision::kBF16),
+                         ::testing::Values(FootprintCase{GemmPrecision::kF32, KvDType::kF32},
+                                           FootprintCase{GemmPrecision::kBF16, KvDType::kF32},
+                                           FootprintCase{GemmPrecision::kF32, KvDType::kF16},
+                                           FootprintCase{GemmPrecision::kF32, KvDType::kInt8}),
                          [](const auto& info) {
-                           return info.param == GemmPrecision::kF32 ? "f32" : "bf16";
+                           const FootprintCase& c = info.param;
+                           return std::string(c.gemm == GemmPrecision::kF32 ? "f32" : "bf16") +
+                                  "_kv_" + std::string(kv_dtype_name(c.kv));
                          });
+
+// The cache alone at a real geometry (Qwen2.5-0.5B: 24 layers, 2 KV heads of 64) and a long
+// context: its resident bytes are the footprint's KV bytes, so f16 holds half of f32's and
+// int8 a little over a quarter (its scales), in the kernel's own count.
+TEST(Footprint, KvBytesOfEachTypeAreWhatTheCacheHolds) {
+  const CacheGeometry g{24, 2, 64, 896};
+  const int64_t tokens = 8192;
+  ModelConfig c;
+  c.num_hidden_layers = 24;
+  c.num_key_value_heads = 2;
+  c.num_attention_heads = 14;
+  c.head_dim = 64;
+  c.hidden_size = 896;
+  c.intermediate_size = 4864;
+  c.vocab_size = 1000;
+  double f32_mib = 0;
+  for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kInt8}) {
+    const size_t computed =
+        compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1, t}).kv_bytes(tokens);
+    const ProcessMemory before = read_process_memory();
+    const KVCache cache(g, tokens, false, t);
+    const ProcessMemory after = read_process_memory();
+    const double grew = (static_cast<double>(after.rss_bytes) - before.rss_bytes) / kMiB;
+    if (t == KvDType::kF32) f32_mib = grew;
+    std::printf("KV cache of %lld tokens, %s: computed %.1f MiB, RSS grew %.1f MiB (%.3f of f32)\n",
+                static_cast<long long>(tokens), std::string(kv_dtype_name(t)).c_str(),
+                computed / kMiB, grew, grew / f32_mib);
+    EXPECT_EQ(cache.bytes(), computed);
+    EXPECT_GE(grew, 0.98 * computed / kMiB - 1.0);
+    EXPECT_LE(grew, (1.02 + test::kAsanShadowShare) * computed / kMiB + 1.0);
+  }
+  EXPECT_EQ(compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1, KvDType::kF16})
+                    .kv_bytes_per_token *
+                2,
+            compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1}).kv_bytes_per_token);
+}
 
 TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
   auto l = Ladder::open(rss_manifest());

@@ -164,6 +164,76 @@ TEST(KVCache, ShedReRotatesKeptKeysToTheirNewPositions) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
+// f16 and int8 caches: the bytes per token, rows written and read through the conversions
+// (the f32 views refuse, naming the type), copies keep the type, and shedding an f16 cache
+// equals shedding its widened f32 copy up to one more f16 rounding of the rotated keys.
+TEST(KVCache, StoredTypesHoldTheirRowsInFewerBytes) {
+  const int64_t kv = kGeom.kv_dim();
+  const KVCache f32(kGeom, 6, true);
+  for (KvDType t : {KvDType::kF16, KvDType::kInt8}) {
+    KVCache c(kGeom, 6, true, t);
+    EXPECT_EQ(c.kv_dtype(), t);
+    EXPECT_EQ(c.row_bytes(), kv_row_bytes(t, kGeom.n_kv_heads, kGeom.head_dim));
+    EXPECT_EQ(c.kv_bytes_per_token(), 2 * kGeom.n_layers * c.row_bytes());
+    EXPECT_EQ(c.bytes_per_token() - c.kv_bytes_per_token(),
+              f32.bytes_per_token() - f32.kv_bytes_per_token());  // hidden states stay f32
+    EXPECT_EQ(c.bytes(), c.bytes_per_token() * 6);
+    const std::string m = message_of([&] { c.k(1); });
+    EXPECT_NE(m.find(std::string("K of layer 1 is stored as ") + std::string(kv_dtype_name(t))),
+              std::string::npos)
+        << m;
+    const auto x = [&] {
+      std::vector<float> v(static_cast<size_t>(3 * kv));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.3f * static_cast<float>(i));
+      return v;
+    }();
+    c.write_k(2, 1, 3, x.data());
+    c.write_v(2, 1, 3, x.data());
+    c.hidden(0)[5] = 3.0f;
+    std::vector<float> k(x.size()), v(x.size());
+    const KVCache d = c.copy();
+    d.read_k(2, 1, 3, k.data());
+    d.read_v(2, 1, 3, v.data());
+    EXPECT_EQ(d.kv_dtype(), t);
+    EXPECT_EQ(d.hidden(0)[5], 3.0f);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(k[i], x[i], t == KvDType::kF16 ? 1e-3 : 5e-3) << i;
+      ASSERT_EQ(k[i], v[i]) << i;
+    }
+    EXPECT_NE(message_of([&] { c.write_k(0, 5, 2, x.data()); }).find("rows [5, 7) outside"),
+              std::string::npos);
+  }
+  EXPECT_EQ(KVCache(kGeom, 1, false, KvDType::kF16).bytes() * 2, KVCache(kGeom, 1).bytes());
+}
+
+TEST(KVCache, ShedOfAnF16CacheEqualsShedOfItsWidenedRows) {
+  const RopeSpec rope{kGeom.head_dim, 10000.0};
+  const int64_t n = 40, kv = kGeom.kv_dim();
+  KVCache h(kGeom, n, false, KvDType::kF16), f(kGeom, n);
+  h.set_size(n);
+  f.set_size(n);
+  std::vector<float> x(static_cast<size_t>(n * kv));
+  for (int64_t l = 0; l < kGeom.n_layers; ++l) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.7f * static_cast<float>(i + 5 * l));
+    h.write_k(l, 0, n, x.data());
+    h.write_v(l, 0, n, x.data());
+    h.read_k(l, 0, n, f.k(l).data());
+    h.read_v(l, 0, n, f.v(l).data());
+  }
+  h.shed(3, 10, rope);
+  f.shed(3, 10, rope);
+  ASSERT_EQ(h.size(), f.size());
+  std::vector<float> k(static_cast<size_t>(h.size() * kv)), v(k.size());
+  for (int64_t l = 0; l < kGeom.n_layers; ++l) {
+    h.read_k(l, 0, h.size(), k.data());
+    h.read_v(l, 0, h.size(), v.data());
+    for (size_t i = 0; i < k.size(); ++i) {
+      ASSERT_EQ(v[i], f.v(l)[i]) << i;  // values move as stored
+      ASSERT_NEAR(k[i], f.k(l)[i], 1e-3) << i;
+    }
+  }
+}
+
 TEST(KVCache, ShedEdgeCasesAndErrors) {
   const RopeSpec rope{kGeom.head_dim, 10000.0};
   KVCache c(kGeom, 10);

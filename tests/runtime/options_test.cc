@@ -51,6 +51,7 @@ TEST(Options, EveryFieldRoundTrips) {
   o.poll_ms = 5;
   o.max_parked_steps = 10;
   o.capacity = 300;
+  o.kv_dtype = KvDType::kInt8;
   o.shed_sink = 4;
   o.shed_drop = 32;
   o.transfer.anchors = 2;
@@ -66,8 +67,10 @@ TEST(Options, EveryFieldRoundTrips) {
   EXPECT_EQ(back.stop_ids, (std::vector<int32_t>{3, 5}));
   EXPECT_EQ(back.sampling.seed, 99u);
   EXPECT_EQ(back.shed_sink, 4);
+  EXPECT_EQ(back.kv_dtype, KvDType::kInt8);
+  EXPECT_EQ(j.at("kv_dtype"), "int8");
   // Every key JSON holds is a field the reader knows, and no field is left out.
-  EXPECT_EQ(j.size(), 21u);
+  EXPECT_EQ(j.size(), 22u);
 }
 
 TEST(Options, OverridesOnlyWhatIsNamed) {
@@ -105,6 +108,11 @@ TEST(Options, ErrorsNameTheField) {
   EXPECT_NE(error_of(R"({"sampling": {"seed": -1}})").find("request.sampling.seed"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"stop_at_eos": 1})").find("expected true or false"), std::string::npos);
+  EXPECT_NE(error_of(R"({"kv_dtype": "q4"})")
+                .find("request.kv_dtype: unknown KV cache type 'q4' (known: f32, f16, int8)"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"kv_dtype": 16})").find("request.kv_dtype: expected f32, f16 or int8"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"stop_ids": [1, "x"]})").find("request.stop_ids[1]"), std::string::npos);
   EXPECT_NE(error_of(R"({"max_tokns": 3})").find("request: unknown key 'max_tokns' (known: policy"),
             std::string::npos);

@@ -8,6 +8,7 @@
 
 #include "molt/common/dtype.h"
 #include "molt/formats/hf_config.h"
+#include "molt/kernels/kv_rows.h"
 
 namespace molt {
 
@@ -16,12 +17,13 @@ struct FootprintShape {
   int64_t prefill_chunk = 64;  // tokens per prefill call (the runtime chunks longer prompts)
   int64_t max_context = 2048;  // longest cache the attention scratch must cover
   int threads = 1;             // threads that each hold attention scratch
+  KvDType kv = KvDType::kF32;  // element type of the cache's K and V rows
 };
 
 struct Footprint {
   size_t weight_bytes = 0;        // stored tensors, mmapped; leave RSS when parked
   size_t heap_weight_bytes = 0;   // norms and biases widened to f32 at load; stay when parked
-  size_t kv_bytes_per_token = 0;  // K and V of every layer, f32
+  size_t kv_bytes_per_token = 0;  // K and V of every layer, as stored (shape.kv)
   size_t scratch_bytes = 0;       // peak transient buffers of a prefill chunk (decode is less)
 
   // Loaded with a cache of `kv_tokens` positions (the cache is allocated at capacity).

@@ -1,6 +1,7 @@
 // The KV cache of one generation: per layer, K (after RoPE) and V, laid out
-// [position][kv_head][head_dim] in f32, plus optionally the residual-stream hidden state
-// entering each layer (and the final one). The transfer part reads and writes all of it.
+// [position][kv_head][head_dim] in f32, f16 or int8 (kernels/kv_rows.h), plus optionally the
+// residual-stream hidden state entering each layer (and the final one), always f32. The
+// transfer part reads and writes all of it.
 //
 // Plain data with its costs in sight: one allocation, made at construction for `capacity`
 // positions and never grown; no implicit copies (copy() says what it costs).
@@ -10,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "molt/kernels/kv_rows.h"
 #include "molt/kernels/ops.h"
 
 namespace molt {
@@ -28,7 +30,9 @@ class KVCache {
   // set_size() past them throws. keep_hidden records hidden states: n_layers + 1 vectors of
   // hidden_size per position (index l = input of layer l, index n_layers = output of the last
   // layer, before the final norm).
-  KVCache(const CacheGeometry& g, int64_t capacity, bool keep_hidden = false);
+  // kv: the element type of K and V rows.
+  KVCache(const CacheGeometry& g, int64_t capacity, bool keep_hidden = false,
+          KvDType kv = KvDType::kF32);
 
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
@@ -40,13 +44,26 @@ class KVCache {
   const CacheGeometry& geometry() const { return g_; }
   int64_t size() const { return size_; }  // positions filled
   bool keeps_hidden() const { return keep_hidden_; }
+  KvDType kv_dtype() const { return kv_; }
 
-  // Views of one layer over all capacity() rows; rows 0 .. size()-1 are valid.
-  // [pos * kv_dim + head * head_dim + i]
+  // f32 views of one layer over all capacity() rows; rows 0 .. size()-1 are valid.
+  // [pos * kv_dim + head * head_dim + i]. Only for an f32 cache (else they throw): code that
+  // serves every type reads and writes through read_k / write_k and the raw rows below.
   std::span<float> k(int64_t layer);
   std::span<float> v(int64_t layer);
   std::span<const float> k(int64_t layer) const;
   std::span<const float> v(int64_t layer) const;
+  // Rows [first, first + n) of one layer converted to f32 (out: n × kv_dim), and written from
+  // f32 (rounded to the cache's type). Any type; from f32 to f32 they copy.
+  void read_k(int64_t layer, int64_t first, int64_t n, float* out) const;
+  void read_v(int64_t layer, int64_t first, int64_t n, float* out) const;
+  void write_k(int64_t layer, int64_t first, int64_t n, const float* in);
+  void write_v(int64_t layer, int64_t first, int64_t n, const float* in);
+  // The stored rows of one layer, row p at p · row_bytes(), for the attention kernels.
+  const void* k_rows(int64_t layer) const;
+  const void* v_rows(int64_t layer) const;
+  size_t row_bytes() const { return row_bytes_; }
+
   // Hidden state at `index` (0 ..= n_layers) for every position: [pos * hidden_size + i].
   std::span<float> hidden(int64_t index);
   std::span<const float> hidden(int64_t index) const;
@@ -70,6 +87,7 @@ class KVCache {
 
   size_t bytes() const;  // memory held for K, V (and hidden states), at capacity
   size_t bytes_per_token() const;
+  size_t kv_bytes_per_token() const;  // K and V of every layer, without hidden states
   int64_t capacity() const { return capacity_; }
 
   // Working memory of the model's forward pass over this cache (not part of its contents:
@@ -81,9 +99,12 @@ class KVCache {
 
  private:
   KVCache() = default;
-  float* block(int64_t index);  // K of layer l = 2l, V = 2l + 1, hidden i = 2·n_layers + i
-  const float* block(int64_t index) const;
-  int64_t block_floats(int64_t index) const;
+  // K of layer l = 2l, V = 2l + 1, hidden i = 2·n_layers + i.
+  std::byte* block(int64_t index);
+  const std::byte* block(int64_t index) const;
+  size_t block_row_bytes(int64_t index) const;
+  std::span<float> f32_block(int64_t index, const char* what) const;
+  std::byte* rows(int64_t index, int64_t first, int64_t n, const char* what) const;
   int64_t check_layer(int64_t layer) const;
   int64_t check_hidden(int64_t index) const;
 
@@ -91,7 +112,9 @@ class KVCache {
   int64_t capacity_ = 0;
   int64_t size_ = 0;
   bool keep_hidden_ = false;
-  std::vector<float> data_;  // every block, one after another, each capacity_ rows
+  KvDType kv_ = KvDType::kF32;
+  size_t row_bytes_ = 0;     // of a K or V row
+  std::vector<float> data_;  // every block, one after another, each capacity_ rows (f32: aligned)
   std::vector<float> scratch_;
 };
 

@@ -61,8 +61,8 @@ class Model {
   const WeightStore& store() const { return store_; }
   CacheGeometry cache_geometry() const;
   RopeSpec rope() const { return {config_.head_dim, config_.rope_theta}; }
-  // A cache sized for this model.
-  KVCache new_cache(int64_t capacity, bool keep_hidden = false) const;
+  // A cache sized for this model, its K and V rows of type kv.
+  KVCache new_cache(int64_t capacity, bool keep_hidden = false, KvDType kv = KvDType::kF32) const;
 
   // Runs `tokens` at positions cache.size() .. cache.size()+n-1, appending their K/V (and
   // hidden states when the cache keeps them). When `logits` is not empty it receives the

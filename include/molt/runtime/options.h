@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
 
+#include "molt/kernels/kv_rows.h"
 #include "molt/model/sampler.h"
 #include "molt/runtime/policy.h"
 #include "molt/transfer/transfer.h"
@@ -31,6 +32,9 @@ struct SessionOptions {
   // full sheds its oldest context when shed_sink >= 0 (keeping the first shed_sink positions,
   // dropping shed_drop after them; 0: a quarter of the capacity), else it fails naming this.
   int64_t capacity = 0;
+  // Element type of the cache's K and V rows: f32, f16 (half the bytes) or int8 (about a
+  // quarter); every rung's cache of this generation, and its footprint, use it.
+  KvDType kv_dtype = KvDType::kF32;
   int64_t shed_sink = -1;
   int64_t shed_drop = 0;
 
