@@ -17,6 +17,7 @@
 #include "molt/common/dtype.h"
 #include "molt/kernels/attention.h"
 #include "molt/kernels/bandwidth.h"
+#include "molt/kernels/kv_rows.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/threads.h"
 
@@ -272,11 +273,13 @@ BENCHMARK(BM_Matmul)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// Args: n_heads, n_kv, head_dim, p0 (cached positions), n (new queries).
+// Args: n_heads, n_kv, head_dim, p0 (cached positions), n (new queries), KV rows (0 f32,
+// 1 f16, 2 int8: kernels/kv_rows.h).
 // GFLOP/s counts QKᵀ and PV over the causal triangle: 4 · head_dim · heads · Σ visible keys.
 void BM_Attention(benchmark::State& state) {
   const AttentionShape s{state.range(0), state.range(1), state.range(2)};
   const int64_t p0 = state.range(3), n = state.range(4), total = p0 + n;
+  const auto kv = static_cast<KvDType>(state.range(5));
   set_num_threads(0);
   std::vector<float> q(static_cast<size_t>(n * s.n_heads * s.head_dim));
   std::vector<float> k(static_cast<size_t>(total * s.n_kv_heads * s.head_dim)), v(k.size());
@@ -284,26 +287,26 @@ void BM_Attention(benchmark::State& state) {
   fill(DType::F32, q.size(), q.data(), 4);
   fill(DType::F32, k.size(), k.data(), 5);
   fill(DType::F32, v.size(), v.data(), 6);
+  const size_t row = kv_row_bytes(kv, s.n_kv_heads, s.head_dim);
+  std::vector<std::byte> ks(row * static_cast<size_t>(total)), vs(ks.size());
+  kv_encode_rows(kv, s.n_kv_heads, s.head_dim, k.data(), total, ks.data());
+  kv_encode_rows(kv, s.n_kv_heads, s.head_dim, v.data(), total, vs.data());
   for (auto _ : state) {
-    attention(s, q.data(), k.data(), v.data(), p0, n, out.data());
+    attention(s, q.data(), ks.data(), vs.data(), kv, p0, n, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   const double keys = static_cast<double>(n) * static_cast<double>(p0) +
                       static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
   add_rate(state, "GFLOP/s", 4.0 * static_cast<double>(s.head_dim * s.n_heads) * keys / 1e9);
-  // Decode reads the whole cache once: K and V, f32.
-  add_rate(state, "cache_GB/s",
-           2.0 * 4.0 * static_cast<double>(total * s.n_kv_heads * s.head_dim) / 1e9);
+  // Decode reads the whole cache once: K and V as stored.
+  add_rate(state, "cache_GB/s", 2.0 * static_cast<double>(row * static_cast<size_t>(total)) / 1e9);
 }
 BENCHMARK(BM_Attention)
-    ->ArgNames({"heads", "kv", "hd", "p0", "n"})
-    ->Args({14, 2, 64, 0, 512})
-    ->Args({14, 2, 64, 0, 2048})
-    ->Args({12, 2, 128, 0, 512})
-    ->Args({12, 2, 128, 0, 2048})
-    ->Args({14, 2, 64, 2047, 1})
-    ->Args({12, 2, 128, 2047, 1})
-    ->Args({12, 2, 128, 8191, 1})
+    ->ArgNames({"heads", "kv", "hd", "p0", "n", "rows"})
+    ->ArgsProduct({{14}, {2}, {64}, {0}, {512, 2048}, {0, 1, 2}})
+    ->ArgsProduct({{12}, {2}, {128}, {0}, {512, 2048}, {0, 1, 2}})
+    ->ArgsProduct({{14}, {2}, {64}, {2047}, {1}, {0, 1, 2}})
+    ->ArgsProduct({{12}, {2}, {128}, {2047, 8191, 32767}, {1}, {0, 1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

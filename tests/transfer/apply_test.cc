@@ -111,6 +111,64 @@ TEST_F(Apply, AnchorsRerunTheTailNatively) {
   }
 }
 
+// Caches stored as f16 or int8 on both sides: the map reads the sender's rows widened and
+// stores its f32 result rounded, so the receiver holds exactly the f32 route's result rounded
+// to its type (a ridge map mixing channels, and a diagonal one).
+TEST_F(Apply, StoredTypesMapAsTheirWidenedRows) {
+  MapData ridge = test::identity_map(*model_);
+  const int64_t kv = cfg_.kv_dim();
+  for (LayerMap& L : ridge.layers) {
+    for (int64_t i = 0; i + 1 < kv; ++i) {
+      L.k_weight[i * kv + i + 1] = 0.25f;
+      L.v_weight[(i + 1) * kv + i] = -0.5f;
+    }
+  }
+  MapData diagonal = test::identity_map(*model_);
+  diagonal.method = "diagonal";
+  for (LayerMap& L : diagonal.layers) {
+    L.k_weight.clear();
+    L.v_weight.clear();
+    L.k_bias.clear();
+    L.v_bias.clear();
+    for (int64_t c = 0; c < kv; ++c) {
+      L.k_scale.push_back(1.0f + 0.01f * static_cast<float>(c));
+      L.k_offset.push_back(0.02f);
+      L.v_scale.push_back(0.9f);
+      L.v_offset.push_back(-0.01f * static_cast<float>(c));
+    }
+  }
+  for (const MapData* data : {&ridge, &diagonal}) {
+    auto map = CacheMap::from_data(*data);
+    for (KvDType t : {KvDType::kF16, KvDType::kInt8}) {
+      KVCache src = model_->new_cache(n_, false, t), wide = model_->new_cache(n_);
+      std::vector<float> rows(static_cast<size_t>(n_ * kv));
+      for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+        src.write_k(l, 0, n_, native_->k(l).data());
+        src.write_v(l, 0, n_, native_->v(l).data());
+        src.read_k(l, 0, n_, wide.k(l).data());
+        src.read_v(l, 0, n_, wide.v(l).data());
+      }
+      src.set_size(n_);
+      wide.set_size(n_);
+      KVCache dst = model_->new_cache(n_, false, t), dst32 = model_->new_cache(n_);
+      map->apply(*model_, src, *model_, ids_, {}, dst);
+      map->apply(*model_, wide, *model_, ids_, {}, dst32);
+      KVCache rounded = model_->new_cache(n_, false, t);
+      std::vector<float> got(rows.size()), want(rows.size());
+      for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+        rounded.write_k(l, 0, n_, dst32.k(l).data());
+        rounded.write_v(l, 0, n_, dst32.v(l).data());
+        dst.read_k(l, 0, n_, got.data());
+        rounded.read_k(l, 0, n_, want.data());
+        ASSERT_EQ(got, want) << data->method << " " << kv_dtype_name(t) << " K " << l;
+        dst.read_v(l, 0, n_, got.data());
+        rounded.read_v(l, 0, n_, want.data());
+        ASSERT_EQ(got, want) << data->method << " " << kv_dtype_name(t) << " V " << l;
+      }
+    }
+  }
+}
+
 TEST_F(Apply, InconsistentMapsAreRefused) {
   MapData m = test::identity_map(*model_);
   m.layers[1].k_weight.pop_back();
