@@ -4,7 +4,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?=
 MOLT := build/molt
 
-.PHONY: all deps build test demo debug asan asan-test tsan-test bench format format-check tidy clean tiny-ladder fuzz
+.PHONY: all deps build test demo debug asan asan-test tsan-test arm64 arm64-test bench format format-check tidy clean tiny-ladder fuzz
 
 all: build
 
@@ -39,6 +39,17 @@ tsan-test: deps
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
 
+# arm64 (phones): a cross-build with Debian's aarch64 GCC and :arm64 libraries, and the whole suite
+# run under qemu-user (scripts/arm64-binfmt.sh lets tests start arm64 programs directly).
+arm64:
+	scripts/install-deps.sh arm64
+	cmake --preset arm64
+	cmake --build --preset arm64 -j $(JOBS)
+
+arm64-test: arm64
+	scripts/arm64-binfmt.sh
+	ctest --preset arm64 -j $(JOBS)
+
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
@@ -59,4 +70,4 @@ tiny-ladder: build
 	tools/tiny-ladder/build.sh
 
 clean:
-	rm -rf build build-debug build-asan build-tsan build-fuzz
+	rm -rf build build-debug build-asan build-tsan build-fuzz build-arm64

@@ -58,9 +58,15 @@ molt_require_package(OpenSSL libssl-dev COMPONENTS Crypto)
 molt_require_package(LAPACK liblapack-dev)
 # oneDNN for bf16 prefill GEMM. Its CMake package wants OpenCL's headers (Debian builds it with
 # a GPU runtime we do not use), so the library and header are found directly.
-find_library(DNNL_LIBRARY dnnl)
-if(NOT DNNL_LIBRARY)
-  message(FATAL_ERROR "libdnnl not found: apt-get install libdnnl-dev, ${MOLT_INSTALL_HINT}")
+if(MOLT_DNNL)
+  find_library(DNNL_LIBRARY dnnl)
+  if(NOT DNNL_LIBRARY)
+    message(FATAL_ERROR "libdnnl not found: apt-get install libdnnl-dev, ${MOLT_INSTALL_HINT}")
+  endif()
+  set(MOLT_DNNL_LINK "-ldnnl ")
+else()
+  set(DNNL_LIBRARY "")
+  set(MOLT_DNNL_LINK "")
 endif()
 
 # Headers, each where the build includes it from.
@@ -76,7 +82,9 @@ molt_require_header(CLI/CLI.hpp libcli11-dev)
 molt_require_header(fmt/core.h libfmt-dev)
 molt_require_header(openssl/evp.h libssl-dev)
 molt_require_header(httplib.h libcpp-httplib-dev)
-molt_require_header(oneapi/dnnl/dnnl.hpp libdnnl-dev)
+if(MOLT_DNNL)
+  molt_require_header(oneapi/dnnl/dnnl.hpp libdnnl-dev)
+endif()
 if(MOLT_BUILD_TESTS)
   # The install test links libmolt.a statically: OpenBLAS and LAPACK need their Fortran runtime.
   # It lives in GCC's own library folder, so ask the compiler rather than find_library.

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages molt needs to build and test. Idempotent and
 # non-interactive: does nothing when every package is present.
+#   scripts/install-deps.sh          the native build (make build / test / demo)
+#   scripts/install-deps.sh arm64    the arm64 cross-build and qemu-user to run it (make arm64-test)
 set -euo pipefail
+target=${1:-native}
+[[ $target == native || $target == arm64 ]] || { echo "install-deps: unknown target '$target' (native or arm64)" >&2; exit 2; }
 
 packages=(
   build-essential cmake pkg-config git
@@ -23,6 +27,17 @@ packages+=(curl jq chromium)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   packages+=(nodejs npm)
 fi
+# arm64: GCC's cross compiler, qemu-user, and the build's libraries as :arm64 (multiarch). oneDNN
+# stays out (Debian's arm64 build has no bf16 matmul, and libdnnl-dev:arm64 cannot be installed
+# beside libdnnl-dev): the arm64 preset builds with MOLT_DNNL=OFF.
+if [[ $target == arm64 ]]; then
+  packages=(cmake make pkg-config g++-aarch64-linux-gnu libgfortran-12-dev-arm64-cross qemu-user-static
+            nlohmann-json3-dev libcli11-dev)
+  for p in libopenblas-openmp-dev liblapack-dev liblapacke-dev libhwy-dev libpcre2-dev libutf8proc-dev \
+           libfmt-dev libssl-dev libcpp-httplib-dev libgtest-dev libgmock-dev; do
+    packages+=("$p:arm64")
+  done
+fi
 # Extra packages a caller may ask for, e.g. MOLT_EXTRA_PACKAGES="python3-torch".
 read -r -a extra <<<"${MOLT_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")
@@ -43,5 +58,8 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
+if [[ $target == arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  "${sudo[@]}" dpkg --add-architecture arm64
+fi
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

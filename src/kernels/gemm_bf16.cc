@@ -4,14 +4,17 @@
 
 #include <map>
 #include <mutex>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#if MOLT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 #include "molt/common/dtype.h"
 #include "molt/common/error.h"
 
 namespace molt {
 
+#if MOLT_HAVE_DNNL
 bool bf16_gemm_supported() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool supported = [] {
@@ -88,6 +91,16 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
     fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: oneDNN: {}", n, cols, rows, cols, err.what());
   }
 }
+#else
+// Built without oneDNN (MOLT_DNNL=OFF, as on arm64): prefill takes sgemm.
+bool bf16_gemm_supported() { return false; }
+
+void gemm_bf16(const uint16_t*, int64_t n, int64_t cols, const uint16_t*, int64_t rows, float*,
+               int64_t) {
+  fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: this build has no oneDNN (MOLT_DNNL=OFF)", n, cols,
+       rows, cols);
+}
+#endif
 
 void round_to_bf16(const float* src, int64_t count, uint16_t* dst) {
 #pragma omp parallel for schedule(static) if (count > (int64_t{1} << 16))

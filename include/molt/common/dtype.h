@@ -98,8 +98,8 @@ inline uint16_t f32_to_f16_portable(float f) {
   const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return sign | 0x7e00u | ((a >> 13) & 0x3ffu);  // NaN, quiet
-  if (a >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to inf
-  if (a >= 0x38800000u) {                       // a normal half: rebias, round the low 13 bits
+  if (a >= 0x477ff000u) return sign | 0x7c00u;                        // 65520 and up round to inf
+  if (a >= 0x38800000u) {  // a normal half: rebias, round the low 13 bits
     uint32_t r = a - 0x38000000u;
     r += 0xfffu + ((r >> 13) & 1u);
     return static_cast<uint16_t>(sign | (r >> 13));
@@ -112,7 +112,15 @@ inline uint16_t f32_to_f16_portable(float f) {
   return static_cast<uint16_t>(sign | q);  // q = 0x400 is the smallest normal, as it should be
 }
 
-#ifdef __FLT16_MANT_DIG__  // the compiler has _Float16 here: let it use the hardware
+#if defined(__aarch64__) && defined(__GNUC__)
+// arm64: __fp16 converts with the FCVT instructions (GCC 12 has no _Float16 in C++ there).
+inline float f16_to_f32(uint16_t h) {
+  return static_cast<float>(std::bit_cast<__fp16>(h));
+}
+inline uint16_t f32_to_f16(float f) {
+  return std::bit_cast<uint16_t>(static_cast<__fp16>(f));
+}
+#elif defined(__FLT16_MANT_DIG__)  // the compiler has _Float16 here: let it use the hardware
 inline float f16_to_f32(uint16_t h) {
   return static_cast<float>(std::bit_cast<_Float16>(h));
 }
@@ -120,8 +128,12 @@ inline uint16_t f32_to_f16(float f) {
   return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
 }
 #else
-inline float f16_to_f32(uint16_t h) { return f16_to_f32_portable(h); }
-inline uint16_t f32_to_f16(float f) { return f32_to_f16_portable(f); }
+inline float f16_to_f32(uint16_t h) {
+  return f16_to_f32_portable(h);
+}
+inline uint16_t f32_to_f16(float f) {
+  return f32_to_f16_portable(f);
+}
 #endif
 
 }  // namespace molt
