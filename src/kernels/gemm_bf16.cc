@@ -93,12 +93,14 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
 }
 #else
 // Built without oneDNN (MOLT_DNNL=OFF, as on arm64): prefill takes sgemm.
-bool bf16_gemm_supported() { return false; }
+bool bf16_gemm_supported() {
+  return false;
+}
 
 void gemm_bf16(const uint16_t*, int64_t n, int64_t cols, const uint16_t*, int64_t rows, float*,
                int64_t) {
-  fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: this build has no oneDNN (MOLT_DNNL=OFF)", n, cols,
-       rows, cols);
+  fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: this build has no oneDNN (MOLT_DNNL=OFF)", n, cols, rows,
+       cols);
 }
 #endif
 
