@@ -47,7 +47,7 @@ struct MigrationEvent {
   // KL(p_receiver,native ‖ p_receiver) at the seam, when measured: what the carried cache
   // changed against the receiver re-reading the context (0 for a re-read).
   double transfer_kl = NAN;
-  std::string note;      // why a fallback was taken, or what auto chose and why
+  std::string note;  // why a fallback was taken, or what auto chose and why
 };
 
 struct BudgetEvent {
