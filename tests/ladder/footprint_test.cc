@@ -14,6 +14,7 @@
 #include "molt/ladder/process_memory.h"
 #include "molt/ladder/synthetic.h"
 #include "molt/model/kv_cache.h"
+#include "molt/model/synth.h"
 #include "test_util.h"
 
 namespace molt {
@@ -121,16 +122,9 @@ INSTANTIATE_TEST_SUITE_P(Gemm, FootprintPerGemm,
 // context: its resident bytes are the footprint's KV bytes, so f16 holds half of f32's and
 // int8 a little over a quarter (its scales), in the kernel's own count.
 TEST(Footprint, KvBytesOfEachTypeAreWhatTheCacheHolds) {
-  const CacheGeometry g{24, 2, 64, 896};
+  const ModelConfig c = qwen25_geometry("qwen2.5-0.5b");
+  const CacheGeometry g{c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c.hidden_size};
   const int64_t tokens = 8192;
-  ModelConfig c;
-  c.num_hidden_layers = 24;
-  c.num_key_value_heads = 2;
-  c.num_attention_heads = 14;
-  c.head_dim = 64;
-  c.hidden_size = 896;
-  c.intermediate_size = 4864;
-  c.vocab_size = 1000;
   double f32_mib = 0;
   for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kInt8}) {
     const size_t computed =
