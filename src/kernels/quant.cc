@@ -232,7 +232,10 @@ void dequantize_row_q(const WeightMatrix& w, int64_t row, float* out) {
 
 void qmatvec_exact(const WeightMatrix& w, const float* x, float* y) {
   const int64_t G = w.group_size, ng = w.groups(), cols = w.cols;
-  std::vector<float> xsum(static_cast<size_t>(ng));
+  // The calling thread's, grown to the most groups seen: a decode step allocates nothing (this
+  // is the path of every quantised matvec where the SIMD kernels do not apply, arm64 included).
+  thread_local std::vector<float> xsum;
+  if (xsum.size() < static_cast<size_t>(ng)) xsum.resize(static_cast<size_t>(ng));
   for (int64_t g = 0; g < ng; ++g) {
     float s = 0.0f;
     for (int64_t i = 0; i < G; ++i) s += x[g * G + i];
