@@ -388,9 +388,10 @@ TokenIdentityCache::TokenIdentityCache(const Model& receiver, const TokenFloor& 
            g_.n_layers);
     }
     for (const std::vector<float>& t : *tables) {
-      if (static_cast<int64_t>(t.size()) != (R + 1) * kv)
+      if (static_cast<int64_t>(t.size()) != (R + 1) * kv) {
         fail("{}: a layer's means hold {} values, expected {}", floor_name(floor), t.size(),
              (R + 1) * kv);
+      }
     }
   }
   k_ = floor.k;
