@@ -93,11 +93,20 @@ inline constexpr double kAsanShadowShare =
     0.0;
 #endif
 
+// Whether the tests run under qemu-user (make arm64-test sets MOLT_UNDER_EMULATION): there
+// the process is the emulator, whose memory and address-space limits are not a device's.
+inline bool under_emulation() {
+  return std::getenv("MOLT_UNDER_EMULATION") != nullptr;
+}
+inline constexpr const char* kEmulatedAddressLimit =
+    "under qemu-user RLIMIT_AS constrains the emulator's mappings, not the guest's as on a "
+    "device (seen: the rung loaded within the headroom)";
+
 // MiB that qemu-user adds to a process's RSS when it runs code it has not run before (the
-// translated code lives in the process): make arm64-test sets MOLT_UNDER_EMULATION, and RSS
-// tests accept this much more there (measured: +2.5 to +3.7 MiB over a first prefill).
+// translated code lives in the process): RSS tests accept this much more under emulation
+// (measured: +2.5 to +3.7 MiB over a first prefill).
 inline double emulator_rss_mib() {
-  return std::getenv("MOLT_UNDER_EMULATION") != nullptr ? 6.0 : 0.0;
+  return under_emulation() ? 6.0 : 0.0;
 }
 
 // Restores the process's GEMM precision (kernels/linear.h) when a test that changes it ends.

@@ -233,7 +233,7 @@ TEST(Safetensors, FilesOfTwoMiBOrMoreAreMappedAtAHugePageBoundary) {
   EXPECT_EQ(m.begin, base);
   // qemu-user (make arm64-test sets MOLT_UNDER_EMULATION) does not pass madvise on to the kernel.
   if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage") &&  // kernel has THP
-      std::getenv("MOLT_UNDER_EMULATION") == nullptr) {
+      !test::under_emulation()) {
     EXPECT_NE(m.flags.find(" hg"), std::string::npos) << m.flags;
   }
   EXPECT_EQ(std::memcmp(v.data, big.data(), v.nbytes), 0);

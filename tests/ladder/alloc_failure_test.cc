@@ -3,8 +3,6 @@
 // it stays mapped, and it loads once memory is back.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "ladder/address_limit.h"
 #include "ladder/shared_fixture.h"
 #include "molt/common/error.h"
@@ -95,10 +93,7 @@ bool fail_then_recover(Ladder& l, Rung& r, Rung* fits, size_t headroom, std::str
 
 TEST(AllocFailure, AMappingThatDoesNotFitIsAnErrorAndLeavesNothingMapped) {
   if (test::sanitized()) GTEST_SKIP() << "RLIMIT_AS and sanitizers do not mix";
-  if (std::getenv("MOLT_UNDER_EMULATION") != nullptr) {
-    GTEST_SKIP() << "under qemu-user RLIMIT_AS constrains the emulator's mappings, not the "
-                    "guest's as on a device (seen: the rung loaded within the headroom)";
-  }
+  if (test::under_emulation()) GTEST_SKIP() << test::kEmulatedAddressLimit;
   auto l = Ladder::open(manifest());
   Rung& big = l->rung(l->index("big"));
   Rung& small = l->rung(l->index("small"));
@@ -119,10 +114,7 @@ TEST(AllocFailure, AMappingThatDoesNotFitIsAnErrorAndLeavesNothingMapped) {
 // Quantising at load needs heap beyond the mapping: an allocation fails half way through.
 TEST(AllocFailure, AnAllocationThatFailsWhileQuantisingIsAnError) {
   if (test::sanitized()) GTEST_SKIP() << "RLIMIT_AS and sanitizers do not mix";
-  if (std::getenv("MOLT_UNDER_EMULATION") != nullptr) {
-    GTEST_SKIP() << "under qemu-user RLIMIT_AS constrains the emulator's mappings, not the "
-                    "guest's as on a device (seen: the rung loaded within the headroom)";
-  }
+  if (test::under_emulation()) GTEST_SKIP() << test::kEmulatedAddressLimit;
   const fs::path dir = fs::path(manifest()).parent_path() / "big";
   LoadOptions q8;
   q8.precision = Precision::Q8;

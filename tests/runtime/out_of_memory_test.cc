@@ -18,6 +18,7 @@ using test::runtime_ladder;
 
 TEST(OutOfMemory, AReceiverThatDoesNotFitParksWithTheAnswerKept) {
   if (test::sanitized()) GTEST_SKIP() << "RLIMIT_AS and sanitizers do not mix";
+  if (test::under_emulation()) GTEST_SKIP() << test::kEmulatedAddressLimit;
   auto l = Ladder::open(runtime_ladder().without_maps);
   SessionOptions o;
   o.policy = Policy::kReleaseReprefill;  // the sender goes first: then m, then s, are tried
