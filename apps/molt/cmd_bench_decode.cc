@@ -308,8 +308,9 @@ void run(const BenchDecodeArgs& a) {
     j["sha256"] = checkpoint_sha256(a.model);
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {}, {} K/V cache)\n", prefill_tok_s,
-               a.prompt_tokens, gemm_path_name(q0.dtype), a.kv_dtype);
+    fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {}, {} K/V cache, SIMD {})\n",
+               prefill_tok_s, a.prompt_tokens, gemm_path_name(q0.dtype), a.kv_dtype,
+               simd_target_name());
     fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token)\n",
                decode_tok_s, decode_tok_s * bytes / 1e9, bytes / 1e6);
     if (a.batch > 1) {
