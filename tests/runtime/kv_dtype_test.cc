@@ -12,6 +12,7 @@
 namespace molt {
 namespace {
 
+using test::footprint_mib;
 using test::runtime_ladder;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -21,11 +22,6 @@ SessionOptions greedy(int64_t max_tokens, KvDType kv) {
   o.stop_at_eos = false;
   o.kv_dtype = kv;
   return o;
-}
-
-double own_footprint_mib(const Ladder& l, int r, int64_t capacity, KvDType kv) {
-  const FootprintShape shape{SessionOptions{}.prefill_chunk, capacity, num_threads(), kv};
-  return static_cast<double>(l.rung(r).footprint_for(shape).total(capacity)) / (1024.0 * 1024.0);
 }
 
 class KvDTypeGeneration : public ::testing::TestWithParam<KvDType> {};
@@ -47,7 +43,7 @@ TEST_P(KvDTypeGeneration, EveryPolicyMigratesAndShedsInTheCachesType) {
     o.shed_sink = 4;
     o.shed_drop = 8;
     FunctionBudget cut([&](const BudgetQuery& q) {
-      return q.step < 5 ? kInf : own_footprint_mib(*l, 1, o.capacity, kv) * 1.05;
+      return q.step < 5 ? kInf : footprint_mib(*l, 1, o.capacity, kv) * 1.05;
     });
     Generation g(*l, &cut, prompt, o);
     int checked = 0;
@@ -76,8 +72,8 @@ TEST(KvDTypeGeneration, AnF16CacheKeepsTheTopRungWhereF32DoesNot) {
   auto l = Ladder::open(runtime_ladder().with_maps);
   const auto prompt = test::test_prompt(20);
   const int64_t capacity = 4096;
-  const double f32 = own_footprint_mib(*l, 0, capacity, KvDType::kF32),
-               f16 = own_footprint_mib(*l, 0, capacity, KvDType::kF16);
+  const double f32 = footprint_mib(*l, 0, capacity, KvDType::kF32),
+               f16 = footprint_mib(*l, 0, capacity, KvDType::kF16);
   ASSERT_LT(f16, f32);
   FunctionBudget between([&](const BudgetQuery&) { return (f16 + f32) / 2; });
   for (KvDType kv : {KvDType::kF16, KvDType::kF32}) {
