@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "command.h"
+#include "crash_report.h"
 #include "molt/common/error.h"
 
 namespace molt::cli {
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   // naming the file, and the half-built output is removed; the default action would kill the
   // process mid-write instead.
   signal(SIGXFSZ, SIG_IGN);
+  molt::cli::install_crash_report();
   try {
     CLI::App app{"molt — an on-device LLM runtime that changes model between two tokens"};
     app.require_subcommand(1);
