@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
 #include <memory>
 #include <thread>
@@ -57,14 +58,20 @@ void run(ServeArgs& a) {
   std::fflush(stdout);
   fmt::print(stderr, "molt serve: ladder {} ({} rungs), budget {}, policy {}\n", ladder->name(),
              ladder->size(), budget_spec(a), a.policy);
-  std::thread([&s, stop_signals] {
+  // Joined, not detached: run() returns once the listener stops, while stop() may still be
+  // inside the server; destroying the server under it crashed at shutdown (found by TSan).
+  std::atomic<bool> signalled{false};
+  std::thread stopper([&s, &signalled, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    if (signalled.exchange(true)) return;  // our own wake-up after run() returned
     fmt::print(stderr, "molt serve: {} received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     s.stop(sig == SIGINT ? "the server was interrupted (SIGINT)"
                          : "the server is shutting down (SIGTERM)");
-  }).detach();
+  });
   s.run();
+  if (!signalled.exchange(true)) pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
   fmt::print(stderr, "molt serve: stopped\n");
 }
 
