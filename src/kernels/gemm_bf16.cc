@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -38,9 +39,16 @@ using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // n, cols, rows,
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   // One primitive per shape: building one costs ~0.1 ms, a prefill chunk calls the same few
-  // shapes hundreds of times. Chunks are bounded, so the map stays small. Executing a
-  // primitive is thread-safe; only the map is guarded.
-  std::map<Shape, dnnl::matmul> primitives;
+  // shapes hundreds of times. The last chunk of every prompt (and a recompute over the whole
+  // context) has a shape of its own, so the map is bounded: past kGemmBf16CachedShapes the
+  // least recently used goes (a tick per use; a linear scan over 64 entries is nothing beside
+  // a GEMM). Executing a primitive is thread-safe; only the map is guarded.
+  struct Entry {
+    dnnl::matmul primitive;
+    uint64_t last_use = 0;
+  };
+  std::map<Shape, Entry> primitives;
+  uint64_t tick = 0;
   std::mutex mutex;
 };
 
@@ -57,6 +65,12 @@ dnnl::memory::desc desc(int64_t rows, int64_t cols, int64_t row_stride, dnnl::me
 }
 
 }  // namespace
+
+int gemm_bf16_cached_shapes() {
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.primitives.size());
+}
 
 void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, int64_t rows,
                float* y, int64_t ldy) {
@@ -75,10 +89,16 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
       const Shape shape{n, cols, rows, ldy};
       auto it = e.primitives.find(shape);
       if (it == e.primitives.end()) {
+        if (e.primitives.size() >= static_cast<size_t>(kGemmBf16CachedShapes)) {
+          e.primitives.erase(std::min_element(
+              e.primitives.begin(), e.primitives.end(),
+              [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; }));
+        }
         const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), e.engine);
-        it = e.primitives.emplace(shape, dnnl::matmul(pd)).first;
+        it = e.primitives.emplace(shape, Engine::Entry{dnnl::matmul(pd)}).first;
       }
-      primitive = it->second;  // a shared handle
+      it->second.last_use = ++e.tick;
+      primitive = it->second.primitive;  // a shared handle: an eviction does not free it under us
     }
     // oneDNN takes non-const handles; it only reads src and weights.
     dnnl::memory s(src, e.engine, const_cast<uint16_t*>(x));
@@ -95,6 +115,10 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
 // Built without oneDNN (MOLT_DNNL=OFF, as on arm64): prefill takes sgemm.
 bool bf16_gemm_supported() {
   return false;
+}
+
+int gemm_bf16_cached_shapes() {
+  return 0;
 }
 
 void gemm_bf16(const uint16_t*, int64_t n, int64_t cols, const uint16_t*, int64_t rows, float*,

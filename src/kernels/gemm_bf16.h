@@ -19,6 +19,12 @@ bool bf16_gemm_supported();
 void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, int64_t rows,
                float* y, int64_t ldy);
 
+// The matmul primitives kept for reuse (one per shape, least recently used dropped first):
+// at most kGemmBf16CachedShapes. A server sees a new prompt length with every request; an
+// unbounded cache grew for as long as it ran.
+inline constexpr int kGemmBf16CachedShapes = 64;
+int gemm_bf16_cached_shapes();
+
 // dst[i] = bf16(src[i]), round to nearest even (threads split long arrays).
 void round_to_bf16(const float* src, int64_t count, uint16_t* dst);
 

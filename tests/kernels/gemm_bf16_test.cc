@@ -27,6 +27,29 @@ using test::random_floats;
   GTEST_SKIP() << "this CPU has no bf16 dot products: the bf16 path is not taken " \
                   "(matmul uses f32 sgemm, covered by linear_test.cc)"
 
+// A new shape per call (a server sees a new prompt length with every request) keeps at most
+// kGemmBf16CachedShapes primitives, and a shape used again after being evicted is rebuilt and
+// still right.
+TEST(GemmBf16, ThePrimitiveCacheStaysBounded) {
+  SKIP_WITHOUT_BF16();
+  constexpr int64_t rows = 16, cols = 32;
+  const auto w = make_weights(DType::BF16, rows, cols, 3);
+  const int64_t most = kGemmBf16CachedShapes + 40;
+  const auto x = random_floats(static_cast<size_t>(most * cols), 4);
+  std::vector<uint16_t> xb(x.size());
+  round_to_bf16(x.data(), static_cast<int64_t>(x.size()), xb.data());
+  std::vector<float> first(static_cast<size_t>(2 * rows)), again(first.size());
+  gemm_bf16(xb.data(), 2, cols, w.h16.data(), rows, first.data(), rows);
+  for (int64_t n = 3; n <= most; ++n) {
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, y.data(), rows);
+    ASSERT_LE(gemm_bf16_cached_shapes(), kGemmBf16CachedShapes) << "after n = " << n;
+  }
+  EXPECT_EQ(gemm_bf16_cached_shapes(), kGemmBf16CachedShapes);
+  gemm_bf16(xb.data(), 2, cols, w.h16.data(), rows, again.data(), rows);  // evicted: rebuilt
+  EXPECT_EQ(first, again);
+}
+
 // Products of the bf16-rounded operands summed in double: what gemm_bf16 must reproduce up to
 // its f32 accumulation.
 TEST(GemmBf16, EqualsTheProductOfItsRoundedInputs) {
