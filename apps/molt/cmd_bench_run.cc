@@ -51,10 +51,15 @@ const bool registered = register_command([](CLI::App& root) {
     s->add_option("--threads", a->o.threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
     s->callback([a] {
-      std::unique_ptr<ProgressBar> bar;
+      std::unique_ptr<ProgressBar> bar;  // one per section
+      std::string shown;
       const nlohmann::json results =
           bench_run(a->o, [&](const std::string& section, int64_t done, int64_t total) {
-            if (!bar) bar = std::make_unique<ProgressBar>("[" + section + "]", total);
+            if (!bar || section != shown) {
+              if (bar) bar->finish();
+              bar = std::make_unique<ProgressBar>("[" + section + "]", total);
+              shown = section;
+            }
             bar->update(done);
           });
       if (bar) bar->finish();

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "molt/bench/conditions_bench.h"
+#include "molt/bench/kv_bench.h"
 #include "molt/bench/needles.h"
 #include "molt/bench/switch_bench.h"
 #include "molt/common/error.h"
@@ -221,6 +222,18 @@ json bench_run(const BenchRunOptions& o,
   results["tenants"] = sched::run_tenants_bench(to);
   results["tenants"]["trace"] = to.trace.filename().string();
   if (progress) progress("tenants", 1, 1);
+  // The KV cache's precision: bytes, prefix NLL and needles per row type. After the switch
+  // costs, which time loads: these leave every rung loaded, and they are released here.
+  KvBenchOptions kvo;
+  if (o.quick) {
+    kvo.context = 256;
+    kvo.windows = 2;
+    kvo.needles = {{700, 4}};
+  }
+  results["kv"] = run_kv_bench(*ladder, text_ids, o.needles, kvo, [&](int64_t done, int64_t total) {
+    if (progress) progress("kv", done, total);
+  });
+  ladder->release_unused();
   json inputs = {{"ladder", o.ladder.generic_string()},
                  {"text", o.text.filename().string()},
                  {"needles", o.needles.filename().string()},

@@ -390,6 +390,69 @@ void tenants_section(const json& t, std::vector<Block>& b, ResultsPage& page) {
   b.push_back(std::move(tab));
 }
 
+// The KV cache's precision: bytes per cached token, prefix NLL and needles per row type.
+void kv_section(const json& kv, std::vector<Block>& b) {
+  const json& types = kv.at("types");
+  b.push_back({Block::kHeading, 2, "KV cache precision", {}, {}, "", ""});
+  b.push_back(
+      {Block::kParagraph,
+       2,
+       fmt::format(
+           "Each rung with its K and V rows stored as {}: bytes per cached token (all layers, K "
+           "and V; int8 carries one f32 scale per position and KV head), and the mean "
+           "next-token NLL over {} consecutive windows of {} tokens of `test.txt`, each read "
+           "from an empty cache of that type (every position attends over the stored rows); "
+           "change against the f32 cache. Then the needles answered greedily on the top rung "
+           "with the prompt read into a cache of each type. Hidden states and maps stay f32.",
+           fmt::join(types.begin(), types.end(), ", "), kv.at("windows").get<int64_t>(),
+           kv.at("context").get<int64_t>()),
+       {},
+       {},
+       "",
+       ""});
+  Block t{Block::kTable, 2, "", {}, {{"rung"}}, "", ""};
+  for (const json& ty : types)
+    t.rows[0].push_back(fmt::format("bytes/token {}", ty.get<std::string>()));
+  for (const json& ty : types) t.rows[0].push_back(fmt::format("NLL {}", ty.get<std::string>()));
+  for (const json& row : kv.at("rungs")) {
+    std::vector<std::string> cells = {fmt::format("`{}`", row.at("rung").get<std::string>())};
+    for (const json& ty : types) {
+      const std::string n = ty.get<std::string>();
+      const double bytes = row.at("bytes_per_token").at(n).get<double>();
+      cells.push_back(n == "f32" ? fmt::format("{:.0f}", bytes)
+                                 : fmt::format("{:.0f} (×{:.3f})", bytes,
+                                               row.at("bytes_ratio").at(n).get<double>()));
+    }
+    for (const json& ty : types) {
+      const std::string n = ty.get<std::string>();
+      const double nll = row.at("nll").at(n).get<double>();
+      cells.push_back(n == "f32" ? fmt::format("{:.4f}", nll)
+                                 : fmt::format("{:.4f} ({:+.4f}%)", nll,
+                                               row.at("nll_change_pct").at(n).get<double>()));
+    }
+    t.rows.push_back(std::move(cells));
+  }
+  b.push_back(std::move(t));
+  Block nd{Block::kTable, 2, "", {}, {{"needles", "rung"}}, "", ""};
+  for (const json& ty : types) nd.rows[0].push_back(ty.get<std::string>());
+  for (const json& row : kv.at("needles")) {
+    std::vector<std::string> cells = {
+        fmt::format("{} at ~{} tokens", row.at("count").get<int64_t>(),
+                    row.at("context").get<int64_t>()),
+        fmt::format("`{}`", row.at("rung").get<std::string>())};
+    for (const json& ty : types) {
+      const std::string n = ty.get<std::string>();
+      const int64_t c = row.at("correct").at(n).get<int64_t>();
+      cells.push_back(n == "f32" ? fmt::format("{}", c)
+                      : row.at("same_as_f32").at(n).get<bool>()
+                          ? fmt::format("{} (the same needles)", c)
+                          : fmt::format("{} (other needles)", c));
+    }
+    nd.rows.push_back(std::move(cells));
+  }
+  b.push_back(std::move(nd));
+}
+
 }  // namespace
 
 ResultsPage results_page(const json& r) {
@@ -525,6 +588,7 @@ ResultsPage results_page(const json& r) {
     b.push_back(std::move(t));
   }
   if (r.contains("switch")) switch_section(r.at("switch"), b, page);
+  if (r.contains("kv")) kv_section(r.at("kv"), b);
   if (r.contains("tenants")) tenants_section(r.at("tenants"), b, page);
   page.markdown = markdown(b);
   page.html = html(b, "molt: results");

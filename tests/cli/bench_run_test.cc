@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -144,6 +145,18 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
       EXPECT_EQ(row.at("flops_saved").get<double>(), 0.0);
     }
   }
+  // KV cache precision: every rung, every row type; f16 is half the bytes of f32 and reads the
+  // text within two tenths of a percent of its NLL.
+  const json& kv = results.at("kv");
+  ASSERT_EQ(kv.at("rungs").size(), 4u);
+  for (const json& row : kv.at("rungs")) {
+    SCOPED_TRACE(row.dump());
+    EXPECT_EQ(row.at("bytes_ratio").at("f16").get<double>(), 0.5);
+    EXPECT_LT(row.at("bytes_ratio").at("int8").get<double>(), 0.3);
+    EXPECT_LE(std::abs(row.at("nll_change_pct").at("f16").get<double>()), 0.2);
+  }
+  ASSERT_EQ(kv.at("needles").size(), 1u);
+  EXPECT_EQ(kv.at("needles")[0].at("count"), 4);
   EXPECT_FALSE(results.at("inputs").at("sha256").empty());
 
   const std::set<std::string> known = printed_forms(results);
