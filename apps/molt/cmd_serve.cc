@@ -70,7 +70,10 @@ void run(ServeArgs& a) {
                          : "the server is shutting down (SIGTERM)");
   });
   s.run();
-  if (!signalled.exchange(true)) pthread_kill(stopper.native_handle(), SIGTERM);
+  // SIGTERM is blocked in the stopper and only ever taken by its sigwait: this wakes it, it
+  // does not kill it.
+  if (!signalled.exchange(true))
+    pthread_kill(stopper.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   stopper.join();
   fmt::print(stderr, "molt serve: stopped\n");
 }

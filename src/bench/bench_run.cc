@@ -100,7 +100,7 @@ fs::path ablation_manifest(const fs::path& manifest, const std::string& suffix, 
   }
   if (swapped == 0) fail("{}: no route has maps/ablations/<route>-{}", manifest.string(), suffix);
   fs::create_directories(dir);
-  const fs::path out = dir / ("ladder-" + suffix + ".json");
+  fs::path out = dir / ("ladder-" + suffix + ".json");
   std::ofstream(out) << m.dump(1);
   return out;
 }
@@ -112,6 +112,7 @@ std::vector<fs::path> evaluation_traces(const fs::path& dir, bool quick) {
                                     "cut_below_smallest", "cut_and_recovery"};
   if (quick) names = {"spike_mid_answer", "cut_below_smallest"};
   std::vector<fs::path> out;
+  out.reserve(names.size());
   for (const std::string& n : names) out.push_back(dir / (n + ".json"));
   return out;
 }
@@ -200,7 +201,7 @@ json bench_run(const BenchRunOptions& o,
   SwitchBenchOptions sw;
   for (const ManifestRoute& r : ladder->manifest().routes) {
     if (r.method == "maps" && r.maps.filename() == r.from + "-" + r.to) {
-      sw.routes.push_back({r.from, r.to});
+      sw.routes.emplace_back(r.from, r.to);
     }
   }
   if (o.quick) {
@@ -254,11 +255,14 @@ json bench_run(const BenchRunOptions& o,
   }
   results["inputs"] = inputs;
   // What this run does not measure yet, named on the page rather than left out silently.
+  const std::string rope_and_diagonal =
+      "ablations of the RoPE sandwich (a naive map on rotated keys) and of the diagonal "
+      "re-alignment (a cross-size map between precisions): no such maps are fitted";
+  const std::string transfer =
+      "transfer per route (residuals per layer, NLL gap beside the floors, needles at ~700 and "
+      "~2,000 tokens): see models/tiny-ladder/TRANSFER.md";
   results["not_measured"] = json::array(
-      {"ablations of the RoPE sandwich (a naive map on rotated keys) and of the diagonal "
-       "re-alignment (a cross-size map between precisions): no such maps are fitted",
-       "transfer per route (residuals per layer, NLL gap beside the floors, needles at ~700 and "
-       "~2,000 tokens): see models/tiny-ladder/TRANSFER.md",
+      {rope_and_diagonal, transfer,
        "switch cost at the real 1.5B → 0.5B and 3B → 1.5B geometries: see docs/SWITCHING.md",
        "speed and memory at the real geometries: see docs/PERFORMANCE.md",
        "tenants under other traces and tenant mixes than the standard scenario"});

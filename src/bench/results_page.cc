@@ -218,7 +218,9 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
   for (const ChartSeries& s : c.series) {
     if (!s.points.empty()) last = std::max(last, s.points.back().first);
   }
-  for (double x = 0; x <= last; x += 8) c.x_ticks.push_back(x);
+  for (int64_t i = 0; 8.0 * static_cast<double>(i) <= last; ++i) {
+    c.x_ticks.push_back(8.0 * static_cast<double>(i));
+  }
   return c;
 }
 
@@ -490,10 +492,10 @@ ResultsPage results_page(const json& r) {
   for (const json& m : at(r, "not_measured", "top level")) {
     missing.items.push_back("Not measured by this run: " + m.get<std::string>() + ".");
   }
-  missing.items.push_back(
+  missing.items.emplace_back(
       "Wall-clock figures (seam stall ms) come from this one machine, shared with other work "
       "while it ran; compare policies within a table, not with another machine.");
-  missing.items.push_back(
+  missing.items.emplace_back(
       "The tiny ladder's text is plain rather than fluent: NLL and agreement compare policies, "
       "they do not rate the answers.");
   b.push_back(std::move(missing));

@@ -28,6 +28,7 @@ TEST(CrashReport, AFatalSignalPrintsTheStackAndKeepsTheSignalAsStatus) {
       (std::filesystem::path(MOLT_SOURCE_DIR) / "models/tiny-ladder/ladder.json").string();
   std::vector<std::string> all = {MOLT_BINARY, "serve", "--ladder", ladder, "--port", "0"};
   std::vector<char*> argv;
+  argv.reserve(all.size() + 1);
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
   int fds[2];
