@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 #if MOLT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
@@ -34,7 +35,8 @@ bool bf16_gemm_supported() {
 
 namespace {
 
-using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // n, cols, rows, ldy
+// n, cols, rows, ldy, and the threads the primitive was built for.
+using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
 
 struct Engine {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -42,9 +44,10 @@ struct Engine {
   // shapes hundreds of times. The last chunk of every prompt (and a recompute over the whole
   // context) has a shape of its own, so the map is bounded: past kGemmBf16CachedShapes the
   // least recently used goes (a tick per use; a linear scan over 64 entries is nothing beside
-  // a GEMM). Executing a primitive is thread-safe; only the map is guarded.
+  // a GEMM). Only the map is guarded: each call brings its own scratchpad (below).
   struct Entry {
     dnnl::matmul primitive;
+    dnnl::memory::desc scratchpad;
     uint64_t last_use = 0;
   };
   std::map<Shape, Entry> primitives;
@@ -82,11 +85,30 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
   const dnnl::memory::desc wei = desc(cols, rows, cols, dt::bf16, /*transposed=*/true);
   const dnnl::memory::desc dst = desc(n, rows, ldy, dt::f32);
   Engine& e = engine();
+  // oneDNN splits a primitive's work for the threads it sees when built (omp_get_max_threads)
+  // and must run with as many. Inside a parallel region (a map applying its layers, one GEMM
+  // per thread) a nested region gets one thread: a primitive built outside for two then read
+  // past the end of x (a crash mid-migration). So inside a region it is built for one thread,
+  // and the cache keeps the two apart.
+  const bool nested = omp_in_parallel() != 0;
+  const int threads = nested ? 1 : omp_get_max_threads();
+  struct OneThread {  // this thread's own nthreads-var only; restored on every way out
+    int saved = 0;
+    explicit OneThread(bool on) : saved(on ? omp_get_max_threads() : 0) {
+      if (on) omp_set_num_threads(1);
+    }
+    ~OneThread() {
+      if (saved > 0) omp_set_num_threads(saved);
+    }
+    OneThread(const OneThread&) = delete;
+    OneThread& operator=(const OneThread&) = delete;
+  } one_thread(nested);
   try {
     dnnl::matmul primitive;
+    dnnl::memory::desc scratch_desc;
     {
       std::lock_guard<std::mutex> lock(e.mutex);
-      const Shape shape{n, cols, rows, ldy};
+      const Shape shape{n, cols, rows, ldy, threads};
       auto it = e.primitives.find(shape);
       if (it == e.primitives.end()) {
         if (e.primitives.size() >= static_cast<size_t>(kGemmBf16CachedShapes)) {
@@ -94,18 +116,35 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
               e.primitives.begin(), e.primitives.end(),
               [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; }));
         }
-        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), e.engine);
-        it = e.primitives.emplace(shape, Engine::Entry{dnnl::matmul(pd)}).first;
+        // The library's own scratchpad is one buffer shared by every primitive (Debian builds
+        // oneDNN without DNNL_ENABLE_CONCURRENT_EXEC): two threads multiplying at once (a map's
+        // layers) wrote into each other's copies of x and read past its end. The caller's
+        // thread brings its own instead.
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, e.engine);
+        it = e.primitives.emplace(shape, Engine::Entry{dnnl::matmul(pd), pd.scratchpad_desc()})
+                 .first;
       }
       it->second.last_use = ++e.tick;
       primitive = it->second.primitive;  // a shared handle: an eviction does not free it under us
+      scratch_desc = it->second.scratchpad;
     }
+    // This thread's scratchpad, grown to the largest seen and kept (64-byte aligned, as oneDNN
+    // prefers).
+    thread_local std::vector<uint8_t> scratch;
+    const size_t need = scratch_desc.get_size() + 64;
+    if (scratch.size() < need) scratch.resize(need);
+    void* aligned = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
     // oneDNN takes non-const handles; it only reads src and weights.
     dnnl::memory s(src, e.engine, const_cast<uint16_t*>(x));
     dnnl::memory m(wei, e.engine, const_cast<uint16_t*>(w));
     dnnl::memory d(dst, e.engine, y);
+    dnnl::memory sp(scratch_desc, e.engine, aligned);
     dnnl::stream stream(e.engine);  // per call: a CPU stream is a thin handle
-    primitive.execute(stream, {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, m}, {DNNL_ARG_DST, d}});
+    primitive.execute(
+        stream,
+        {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, m}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, sp}});
     stream.wait();
   } catch (const dnnl::error& err) {
     fail("gemm_bf16 [{} × {}] · [{} × {}]ᵀ: oneDNN: {}", n, cols, rows, cols, err.what());

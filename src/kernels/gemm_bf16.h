@@ -15,7 +15,8 @@ namespace molt {
 bool bf16_gemm_supported();
 
 // y[t · ldy + r] = Σ_c x[t · cols + c] · w[r · cols + c] for t < n, r < rows (x · Wᵀ), with x
-// and w bf16, products summed in f32. Only columns [0, rows) of each y row are written.
+// and w bf16, products summed in f32. Only columns [0, rows) of each y row are written. Safe to
+// call from several threads at once, inside or outside a parallel region.
 void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, int64_t rows,
                float* y, int64_t ldy);
 

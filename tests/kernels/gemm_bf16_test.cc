@@ -3,7 +3,10 @@
 #include "kernels/gemm_bf16.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -26,6 +29,84 @@ using test::random_floats;
   if (!bf16_gemm_supported())                                                      \
   GTEST_SKIP() << "this CPU has no bf16 dot products: the bf16 path is not taken " \
                   "(matmul uses f32 sgemm, covered by linear_test.cc)"
+
+// x ends right at a page that cannot be read: any read past its end faults (as one did in a
+// migration, below).
+TEST(GemmBf16, ReadsNothingPastTheEndOfX) {
+  SKIP_WITHOUT_BF16();
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (auto [n, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 33},
+                               {5, 16, 33},
+                               {17, 64, 257},
+                               {16, 24, 895},
+                               {3, 8, 64},
+                               {2048, 64, 1088},
+                               {2047, 64, 1088},
+                               {100, 64, 1088}}) {
+    SCOPED_TRACE(testing::Message() << n << " × " << cols << " · " << rows);
+    const auto w = make_weights(DType::BF16, rows, cols, 5);
+    const auto x = random_floats(static_cast<size_t>(n * cols), 6);
+    const size_t elems = static_cast<size_t>(n * cols);
+    const size_t bytes = elems * sizeof(uint16_t);
+    const size_t span = (bytes + page - 1) / page * page + page;
+    void* base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(base, MAP_FAILED);
+    char* guard = static_cast<char*>(base) + span - page;
+    ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
+    auto* xg = reinterpret_cast<uint16_t*>(guard - bytes);
+    round_to_bf16(x.data(), n * cols, xg);
+    std::vector<uint16_t> xb(elems, 0);
+    round_to_bf16(x.data(), n * cols, xb.data());
+    std::vector<float> got(static_cast<size_t>(n * rows)), want(got.size());
+    gemm_bf16(xg, n, cols, w.h16.data(), rows, got.data(), rows);
+    gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, want.data(), rows);
+    EXPECT_EQ(got, want);
+    munmap(base, span);
+  }
+}
+
+// Two threads multiplying at once inside a parallel region, as a map applies its layers, with a
+// primitive of the same shape built outside the region first. With oneDNN's shared library
+// scratchpad each overwrote the other's copy of x and read past its end: `molt serve` crashed
+// mid-migration now and then, and this crashed every time.
+TEST(GemmBf16, TwoThreadsAtOnceInsideAParallelRegion) {
+  SKIP_WITHOUT_BF16();
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (auto [n, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{2048, 64, 1088},
+                               {2047, 64, 1088},
+                               {700, 64, 1088},
+                               {64, 64, 1088},
+                               {61, 96, 33}}) {
+    SCOPED_TRACE(testing::Message() << n << " × " << cols << " · " << rows);
+    const auto w = make_weights(DType::BF16, rows, cols, 5);
+    const auto x = random_floats(static_cast<size_t>(n * cols), 6);
+    const size_t elems = static_cast<size_t>(n * cols);
+    const size_t bytes = elems * sizeof(uint16_t);
+    const size_t span = (bytes + page - 1) / page * page + page;
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    {
+      std::vector<uint16_t> xb(elems, 0);
+      round_to_bf16(x.data(), n * cols, xb.data());
+      gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, want.data(), rows);
+    }
+    int same = 0;
+#pragma omp parallel num_threads(2) reduction(+ : same)
+    {
+      void* base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      char* guard = static_cast<char*>(base) + span - page;
+      mprotect(guard, page, PROT_NONE);
+      auto* xg = reinterpret_cast<uint16_t*>(guard - bytes);
+      round_to_bf16(x.data(), n * cols, xg);
+      std::vector<float> got(static_cast<size_t>(n * rows));
+      for (int rep = 0; rep < 3; ++rep) {
+        gemm_bf16(xg, n, cols, w.h16.data(), rows, got.data(), rows);
+        same += got == want;
+      }
+      munmap(base, span);
+    }
+    EXPECT_EQ(same, 6);
+  }
+}
 
 // A new shape per call (a server sees a new prompt length with every request) keeps at most
 // kGemmBf16CachedShapes primitives, and a shape used again after being evicted is rebuilt and
