@@ -30,11 +30,46 @@ using test::random_floats;
   GTEST_SKIP() << "this CPU has no bf16 dot products: the bf16 path is not taken " \
                   "(matmul uses f32 sgemm, covered by linear_test.cc)"
 
-// x ends right at a page that cannot be read: any read past its end faults (as one did in a
-// migration, below).
+// x rounded to bf16 in memory that ends right at a page that cannot be read: any read past
+// its end faults.
+class GuardedX {
+ public:
+  explicit GuardedX(const std::vector<float>& x) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = x.size() * sizeof(uint16_t);
+    span_ = (bytes + page - 1) / page * page + page;
+    base_ = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base_ == MAP_FAILED) return;
+    char* guard = static_cast<char*>(base_) + span_ - page;
+    if (mprotect(guard, page, PROT_NONE) != 0) return;
+    data_ = reinterpret_cast<uint16_t*>(guard - bytes);
+    round_to_bf16(x.data(), static_cast<int64_t>(x.size()), data_);
+  }
+  ~GuardedX() {
+    if (base_ != MAP_FAILED) munmap(base_, span_);
+  }
+  GuardedX(const GuardedX&) = delete;
+  GuardedX& operator=(const GuardedX&) = delete;
+  const uint16_t* data() const { return data_; }  // null when the mapping failed
+
+ private:
+  size_t span_ = 0;
+  void* base_ = MAP_FAILED;
+  uint16_t* data_ = nullptr;
+};
+
+// The product of n rows of x with w, x in an ordinary buffer.
+std::vector<float> plain_product(const std::vector<float>& x, int64_t n, int64_t cols,
+                                 const std::vector<uint16_t>& w, int64_t rows) {
+  std::vector<uint16_t> xb(x.size());
+  round_to_bf16(x.data(), static_cast<int64_t>(x.size()), xb.data());
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  gemm_bf16(xb.data(), n, cols, w.data(), rows, y.data(), rows);
+  return y;
+}
+
 TEST(GemmBf16, ReadsNothingPastTheEndOfX) {
   SKIP_WITHOUT_BF16();
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (auto [n, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 33},
                                {5, 16, 33},
                                {17, 64, 257},
@@ -46,22 +81,11 @@ TEST(GemmBf16, ReadsNothingPastTheEndOfX) {
     SCOPED_TRACE(testing::Message() << n << " × " << cols << " · " << rows);
     const auto w = make_weights(DType::BF16, rows, cols, 5);
     const auto x = random_floats(static_cast<size_t>(n * cols), 6);
-    const size_t elems = static_cast<size_t>(n * cols);
-    const size_t bytes = elems * sizeof(uint16_t);
-    const size_t span = (bytes + page - 1) / page * page + page;
-    void* base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(base, MAP_FAILED);
-    char* guard = static_cast<char*>(base) + span - page;
-    ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
-    auto* xg = reinterpret_cast<uint16_t*>(guard - bytes);
-    round_to_bf16(x.data(), n * cols, xg);
-    std::vector<uint16_t> xb(elems, 0);
-    round_to_bf16(x.data(), n * cols, xb.data());
-    std::vector<float> got(static_cast<size_t>(n * rows)), want(got.size());
-    gemm_bf16(xg, n, cols, w.h16.data(), rows, got.data(), rows);
-    gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, want.data(), rows);
-    EXPECT_EQ(got, want);
-    munmap(base, span);
+    const GuardedX xg(x);
+    ASSERT_NE(xg.data(), nullptr);
+    std::vector<float> got(static_cast<size_t>(n * rows));
+    gemm_bf16(xg.data(), n, cols, w.h16.data(), rows, got.data(), rows);
+    EXPECT_EQ(got, plain_product(x, n, cols, w.h16, rows));
   }
 }
 
@@ -71,7 +95,6 @@ TEST(GemmBf16, ReadsNothingPastTheEndOfX) {
 // mid-migration now and then, and this crashed every time.
 TEST(GemmBf16, TwoThreadsAtOnceInsideAParallelRegion) {
   SKIP_WITHOUT_BF16();
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (auto [n, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{2048, 64, 1088},
                                {2047, 64, 1088},
                                {700, 64, 1088},
@@ -80,29 +103,16 @@ TEST(GemmBf16, TwoThreadsAtOnceInsideAParallelRegion) {
     SCOPED_TRACE(testing::Message() << n << " × " << cols << " · " << rows);
     const auto w = make_weights(DType::BF16, rows, cols, 5);
     const auto x = random_floats(static_cast<size_t>(n * cols), 6);
-    const size_t elems = static_cast<size_t>(n * cols);
-    const size_t bytes = elems * sizeof(uint16_t);
-    const size_t span = (bytes + page - 1) / page * page + page;
-    std::vector<float> want(static_cast<size_t>(n * rows));
-    {
-      std::vector<uint16_t> xb(elems, 0);
-      round_to_bf16(x.data(), n * cols, xb.data());
-      gemm_bf16(xb.data(), n, cols, w.h16.data(), rows, want.data(), rows);
-    }
+    const std::vector<float> want = plain_product(x, n, cols, w.h16, rows);
     int same = 0;
 #pragma omp parallel num_threads(2) reduction(+ : same)
     {
-      void* base = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      char* guard = static_cast<char*>(base) + span - page;
-      mprotect(guard, page, PROT_NONE);
-      auto* xg = reinterpret_cast<uint16_t*>(guard - bytes);
-      round_to_bf16(x.data(), n * cols, xg);
+      const GuardedX xg(x);
       std::vector<float> got(static_cast<size_t>(n * rows));
-      for (int rep = 0; rep < 3; ++rep) {
-        gemm_bf16(xg, n, cols, w.h16.data(), rows, got.data(), rows);
+      for (int rep = 0; rep < 3 && xg.data() != nullptr; ++rep) {
+        gemm_bf16(xg.data(), n, cols, w.h16.data(), rows, got.data(), rows);
         same += got == want;
       }
-      munmap(base, span);
     }
     EXPECT_EQ(same, 6);
   }
