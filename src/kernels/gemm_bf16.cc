@@ -86,10 +86,9 @@ void gemm_bf16(const uint16_t* x, int64_t n, int64_t cols, const uint16_t* w, in
   const dnnl::memory::desc dst = desc(n, rows, ldy, dt::f32);
   Engine& e = engine();
   // oneDNN splits a primitive's work for the threads it sees when built (omp_get_max_threads)
-  // and must run with as many. Inside a parallel region (a map applying its layers, one GEMM
-  // per thread) a nested region gets one thread: a primitive built outside for two then read
-  // past the end of x (a crash mid-migration). So inside a region it is built for one thread,
-  // and the cache keeps the two apart.
+  // and expects as many when it runs. Inside a parallel region (a map applying its layers, one
+  // GEMM per thread) a nested region gets one thread, so there it is built for one, and the
+  // cache keeps those apart from the ones built outside.
   const bool nested = omp_in_parallel() != 0;
   const int threads = nested ? 1 : omp_get_max_threads();
   struct OneThread {  // this thread's own nthreads-var only; restored on every way out
