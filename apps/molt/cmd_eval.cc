@@ -73,14 +73,11 @@ void run_nll(const NllArgs& a) {
   ProgressBar bar("[nll]", static_cast<int64_t>(windows.size()));
   double sum = 0;
   int64_t scored = 0;
-  std::vector<float> logits(static_cast<size_t>(a.context * vocab));
+  std::vector<float> logits;
   for (size_t i = 0; i < windows.size(); ++i) {
-    KVCache cache = model->new_cache(a.context, false, kv);
-    model->forward(windows[i], cache, logits);
-    const std::span<const float> lg(logits.data(), static_cast<size_t>((a.context - 1) * vocab));
-    const std::span<const int32_t> targets(windows[i].data() + 1, windows[i].size() - 1);
-    sum += mean_nll(lg, targets, vocab) * static_cast<double>(targets.size());
-    scored += static_cast<int64_t>(targets.size());
+    const auto targets = static_cast<int64_t>(windows[i].size()) - 1;
+    sum += window_nll(*model, windows[i], kv, logits) * static_cast<double>(targets);
+    scored += targets;
     bar.update(static_cast<int64_t>(i + 1));
   }
   bar.finish();

@@ -20,17 +20,12 @@ constexpr KvDType kTypes[] = {KvDType::kF32, KvDType::kF16, KvDType::kInt8};
 // cache of type kv (every position attends over rows stored in that type).
 double prefix_nll(const Model& m, std::span<const int32_t> text, const KvBenchOptions& o,
                   KvDType kv) {
-  const int64_t vocab = m.config().vocab_size;
-  std::vector<float> logits(static_cast<size_t>(o.context * vocab));
+  std::vector<float> logits;
   double sum = 0;
   for (int64_t w = 0; w < o.windows; ++w) {
-    const auto window =
-        text.subspan(static_cast<size_t>(w * o.context), static_cast<size_t>(o.context));
-    KVCache cache = m.new_cache(o.context, false, kv);
-    m.forward(window, cache, logits);
-    sum +=
-        mean_nll(std::span<const float>(logits).first(static_cast<size_t>((o.context - 1) * vocab)),
-                 window.subspan(1), vocab);
+    sum += window_nll(
+        m, text.subspan(static_cast<size_t>(w * o.context), static_cast<size_t>(o.context)), kv,
+        logits);
   }
   return sum / static_cast<double>(o.windows);
 }

@@ -23,6 +23,19 @@ std::vector<double> log_softmax(std::span<const float> x) {
 
 }  // namespace
 
+double window_nll(const Model& m, std::span<const int32_t> window, KvDType kv,
+                  std::vector<float>& logits) {
+  const auto n = static_cast<int64_t>(window.size());
+  if (n < 2) fail("window_nll: a window of {} tokens scores nothing (at least 2)", n);
+  const int64_t vocab = m.config().vocab_size;
+  const auto size = static_cast<size_t>(n * vocab);
+  if (logits.size() < size) logits.resize(size);
+  KVCache cache = m.new_cache(n, false, kv);
+  m.forward(window, cache, std::span<float>(logits).first(size));
+  return mean_nll(std::span<const float>(logits).first(static_cast<size_t>((n - 1) * vocab)),
+                  window.subspan(1), vocab);
+}
+
 double mean_nll(std::span<const float> logits, std::span<const int32_t> targets, int64_t vocab) {
   if (targets.empty()) return 0;
   double total = 0;

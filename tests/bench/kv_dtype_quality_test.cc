@@ -38,18 +38,12 @@ TEST_P(KvDTypeQuality, NllOfEveryPositionStaysWithinTwoTenthsOfAPercent) {
   Rung& r = ladder->rung(0);
   r.load();
   const Model& m = r.model();
-  const int64_t vocab = m.config().vocab_size;
-  std::vector<float> logits(static_cast<size_t>(context * vocab));
+  std::vector<float> logits;
   double nll[3] = {};
   for (int t = 0; t < 3; ++t) {
     for (int64_t w = 0; w < windows; ++w) {
       const std::span<const int32_t> window(ids.data() + w * context, static_cast<size_t>(context));
-      KVCache cache = m.new_cache(context, false, kTypes[t]);
-      m.forward(window, cache, logits);
-      nll[t] +=
-          mean_nll(std::span<const float>(logits).first(static_cast<size_t>((context - 1) * vocab)),
-                   window.subspan(1), vocab) /
-          static_cast<double>(windows);
+      nll[t] += window_nll(m, window, kTypes[t], logits) / static_cast<double>(windows);
     }
   }
   std::printf("    %s: NLL %.5f (f32 cache), %.5f (f16, %+.4f%%), %.5f (int8, %+.4f%%)\n",

@@ -60,6 +60,11 @@ void fill_zero_cache(int64_t n, KVCache& dst);
 
 // Mean negative log-likelihood of `targets` under row-major logits [targets.size() × vocab].
 double mean_nll(std::span<const float> logits, std::span<const int32_t> targets, int64_t vocab);
+// Mean NLL of window[1..] with the model reading the window itself from an empty cache of K/V
+// rows of type kv. `logits` is the caller's buffer (window.size() × vocab floats), grown as
+// needed and kept across calls.
+double window_nll(const Model& m, std::span<const int32_t> window, KvDType kv,
+                  std::vector<float>& logits);
 // KL(p ‖ q) of the softmax distributions (taken in double) of two logit vectors over their
 // first `vocab` entries (padded model rows are not tokens); vocab < 0: the whole spans, which
 // must then be the same length. Throws when a span is shorter than vocab.
