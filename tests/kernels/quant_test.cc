@@ -204,6 +204,58 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
   }
 }
 
+// The AVX-512 VNNI kernel for 4-bit MLX weights (two chunks per vector, kAffine4W) against the
+// double reference and against the AVX2 kernel it replaces (the same integer sums, f32 sums in
+// another order), over MLX's group sizes, every scale type, row counts that leave rows to
+// the one-row path and column counts whose chunks end mid-way through a 16-chunk block; a batch
+// of vectors equals each vector alone bit for bit; shapes it does not take (cols % 128 != 0,
+// G = 32) still meet the bound on the AVX2 kernel. Skipped on CPUs without AVX-512 VNNI.
+TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
+  if (!set_qmatvec_vnni(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  struct Restore {
+    ~Restore() { set_qmatvec_vnni(true); }
+  } restore;
+  const int64_t groups[] = {32, 64, 128};
+  const DType scales[] = {DType::BF16, DType::F16, DType::F32};
+  const int64_t shapes[][2] = {{1, 128}, {37, 896}, {9, 1152}, {136, 2176}, {64, 4864}, {5, 192}};
+  for (const int64_t g : groups) {
+    for (const DType sd : scales) {
+      for (const auto& s : shapes) {
+        const int64_t rows = s[0], cols = s[1];
+        if (cols % g != 0) continue;
+        const std::string what = "group " + std::to_string(g) + " scales " +
+                                 std::string(dtype_name(sd)) + " shape " + std::to_string(rows) +
+                                 "x" + std::to_string(cols);
+        const auto w = random_floats(static_cast<size_t>(rows * cols), 21);
+        const QuantizedMatrix q = quantize_affine({DType::F32, rows, cols, w.data()}, 4, g, sd);
+        const std::vector<float> wq = dequantized(q.view());
+        auto x = random_floats(static_cast<size_t>(3 * cols), 22);
+        x[static_cast<size_t>(cols / 5)] = -30.0f;
+        std::vector<float> yw(static_cast<size_t>(rows)), y2(yw.size());
+        set_qmatvec_vnni(true);
+        matvec(q.view(), x.data(), yw.data());
+        expect_matvec_close(wq, rows, cols, x, yw, what + " vnni");
+        std::vector<float> batch(static_cast<size_t>(3 * rows));
+        matvec_batch(q.view(), x.data(), 3, batch.data());
+        EXPECT_TRUE(std::equal(yw.begin(), yw.end(), batch.begin())) << what;
+        for (int64_t v = 1; v < 3; ++v) {
+          std::vector<float> one(static_cast<size_t>(rows));
+          matvec(q.view(), x.data() + v * cols, one.data());
+          EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + v * rows)) << what;
+        }
+        set_qmatvec_vnni(false);
+        matvec(q.view(), x.data(), y2.data());
+        expect_matvec_close(wq, rows, cols, x, y2, what + " avx2");
+        for (int64_t i = 0; i < rows; ++i) {
+          double mag = 0.0;
+          for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
+          ASSERT_NEAR(yw[i], y2[i], 1e-5 * mag) << what << " row " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantExact, ExactPathMatchesDoubleReference) {
   const int64_t rows = 19, cols = 384;
   const auto w = random_floats(static_cast<size_t>(rows * cols), 5);
