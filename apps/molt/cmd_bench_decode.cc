@@ -13,12 +13,14 @@
 #include "molt/bench/performance_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/bandwidth.h"
+#include "molt/kernels/kv_rows.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/ops.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/process_memory.h"
 #include "molt/model/model.h"
 #include "molt/runtime/metrics.h"
+#include "molt/runtime/options.h"
 
 namespace molt::cli {
 namespace {
@@ -35,7 +37,7 @@ struct BenchDecodeArgs {
   bool interleave = false;
   int batch = 1;
   std::string gemm;  // empty: as the process started (MOLT_GEMM, else auto)
-  std::string kv_dtype = "f32";
+  std::string kv_dtype{kv_dtype_name(SessionOptions{}.kv_dtype)};  // the product's default
 };
 
 // Bytes of weights a decode step reads: every layer matrix once plus the lm_head, with their
@@ -356,8 +358,9 @@ const bool registered = register_command([](CLI::App& root) {
                 "prefill arithmetic for 16-bit and quantised weights: auto (bf16 where the CPU "
                 "has bf16 dot products), f32 or bf16 (default: MOLT_GEMM, else auto)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
-  s->add_option("--kv-dtype", a->kv_dtype, "K and V rows of the cache: f32 | f16 | int8")
-      ->check(CLI::IsMember({"f32", "f16", "int8"}));
+  s->add_option("--kv-dtype", a->kv_dtype, "K and V rows of the cache: f16 | f32 | int8")
+      ->check(CLI::IsMember({"f32", "f16", "int8"}))
+      ->capture_default_str();
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();

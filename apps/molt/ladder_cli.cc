@@ -27,8 +27,9 @@ void add_ladder_flags(CLI::App* s, LadderFlags& f) {
       ->check(CLI::PositiveNumber);
   s->add_option("--heal-chunk", f.heal_chunk, "heal: positions per decode step")
       ->check(CLI::PositiveNumber);
-  s->add_option("--kv-dtype", f.kv_dtype, "K and V rows of the cache: f32 | f16 | int8")
-      ->check(CLI::IsMember({"f32", "f16", "int8"}));
+  s->add_option("--kv-dtype", f.kv_dtype, "K and V rows of the cache: f16 | f32 | int8")
+      ->check(CLI::IsMember({"f32", "f16", "int8"}))
+      ->capture_default_str();
   s->add_option("--anchors", f.anchors, "molt: last context tokens re-run natively");
   s->add_option("--recompute-layers", f.recompute_layers,
                 "molt: receiver layers recomputed natively");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "molt/kernels/kv_rows.h"
 #include "molt/ladder/ladder.h"
 #include "molt/runtime/route_setup.h"
 #include "molt/runtime/session.h"
@@ -15,7 +16,8 @@ namespace molt::cli {
 
 // Ladder-mode flags of `molt generate` (the sampling/length flags are generate's own).
 struct LadderFlags {
-  std::string ladder, trace, policy = "molt", kv_dtype = "f32";
+  std::string ladder, trace, policy = "molt";
+  std::string kv_dtype{kv_dtype_name(SessionOptions{}.kv_dtype)};
   bool live = false, json = false, measure = false;
   int64_t grace = 2, up_after = 3, prefill_chunk = 64, heal_chunk = 64;
   double up_margin = 0.10;

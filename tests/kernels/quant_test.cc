@@ -217,7 +217,8 @@ TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
   } restore;
   const int64_t groups[] = {32, 64, 128};
   const DType scales[] = {DType::BF16, DType::F16, DType::F32};
-  const int64_t shapes[][2] = {{1, 128}, {37, 896}, {9, 1152}, {136, 2176}, {64, 4864}, {5, 192}};
+  const int64_t shapes[][2] = {{1, 128},  {64, 128},   {333, 128}, {128, 384}, {37, 896},
+                               {9, 1152}, {136, 2176}, {64, 4864}, {5, 192}};
   for (const int64_t g : groups) {
     for (const DType sd : scales) {
       for (const auto& s : shapes) {
@@ -242,6 +243,15 @@ TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
           std::vector<float> one(static_cast<size_t>(rows));
           matvec(q.view(), x.data() + v * cols, one.data());
           EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + v * rows)) << what;
+        }
+        {
+          const WeightMatrix qv = q.view();
+          const WeightMatrix* ws[] = {&qv, &qv, &qv};
+          std::vector<float> m0(yw.size()), m1(yw.size()), m2(yw.size());
+          float* ys[] = {m0.data(), m1.data(), m2.data()};
+          matvec_multi(ws, x.data(), ys);
+          EXPECT_EQ(m0, yw) << what;
+          EXPECT_EQ(m2, yw) << what;
         }
         set_qmatvec_vnni(false);
         matvec(q.view(), x.data(), y2.data());

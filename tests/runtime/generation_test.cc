@@ -146,7 +146,8 @@ TEST(Generation, ParkedStepsReturnAtOnce) {
 TEST(Generation, ResumesFromACallersCache) {
   auto l = Ladder::open(runtime_ladder().with_maps);
   const auto prompt = test::test_prompt();
-  const SessionOptions o = greedy(8);
+  SessionOptions o = greedy(8);
+  o.kv_dtype = KvDType::kF32;  // the caller's cache below (Model::new_cache's default type)
   const auto fresh = run_alone(*l, nullptr, prompt, o);
   // The cache holds the prompt but its last id, which the resumed generation decodes first.
   const Model& m = *runtime_ladder().models[1];

@@ -107,8 +107,9 @@ inline std::vector<int32_t> test_prompt(int64_t n = 20) {
 }
 
 // Footprint of rung r for a generation of this capacity (its own shape: default prefill chunk,
-// this many positions, the threads in use, a cache of type kv).
-inline double footprint_mib(const Ladder& l, int r, int64_t capacity, KvDType kv = KvDType::kF32) {
+// this many positions, the threads in use, a cache of type kv: SessionOptions' by default).
+inline double footprint_mib(const Ladder& l, int r, int64_t capacity,
+                            KvDType kv = SessionOptions{}.kv_dtype) {
   const FootprintShape shape{SessionOptions{}.prefill_chunk, capacity, num_threads(), kv};
   return static_cast<double>(l.rung(r).footprint_for(shape).total(capacity)) / (1024.0 * 1024.0);
 }

@@ -37,6 +37,8 @@ Seam run_forced(Ladder& l, int from, int to, Policy policy, int64_t k, int64_t t
   o.stop_at_eos = false;
   o.auto_max_stall_ms = 0;        // auto never re-reads
   o.up_after = int64_t{1} << 40;  // no budget: stay where forced
+  // The receiver's rows are compared with an f32 reference (other types: kv_dtype_test.cc).
+  o.kv_dtype = KvDType::kF32;
   const std::vector<int32_t> prompt = test::test_prompt();
   Generation g(l, nullptr, prompt, o);
   if (from != 0) g.force_migration(from);

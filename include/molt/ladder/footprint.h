@@ -17,7 +17,7 @@ struct FootprintShape {
   int64_t prefill_chunk = 64;  // tokens per prefill call (the runtime chunks longer prompts)
   int64_t max_context = 2048;  // longest cache the attention scratch must cover
   int threads = 1;             // threads that each hold attention scratch
-  KvDType kv = KvDType::kF32;  // element type of the cache's K and V rows
+  KvDType kv = KvDType::kF16;  // element type of the cache's K and V rows (SessionOptions')
 };
 
 struct Footprint {
