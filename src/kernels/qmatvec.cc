@@ -18,6 +18,10 @@
 // multiplies int8 x directly; x is permuted once per call so that the low nibbles of a chunk meet
 // the even inputs and the high nibbles the odd ones.
 //
+// On CPUs with AVX-512 VNNI (checked at run time; the AVX3 target compiles those kernels with the
+// one extra feature) 4-bit weights take 512-bit kernels built on vpdpbusd: RowsAffine4W for the
+// MLX layout, Blocks8W for rows by 8.
+//
 // Other targets (SSE4, NEON, scalar, ...) and shapes the chunks do not tile take an exact f32
 // path.
 #undef HWY_TARGET_INCLUDE
@@ -95,7 +99,8 @@ enum Kind {
   kAffine8P = 4,
   kAffine4R8 = 5,
   kAffine8R8 = 6,
-  kAffine4W = 7  // kAffine4 on AVX-512 VNNI, two chunks per 512-bit vector (RowsAffine4W)
+  kAffine4W = 7,   // kAffine4 on AVX-512 VNNI, two chunks per 512-bit vector (RowsAffine4W)
+  kAffine4R8W = 8  // kAffine4R8 on AVX-512 VNNI (Blocks8W)
 };
 
 // Inputs per x scale: 64 for 4-bit (a 32-byte chunk) and for 8-bit whose groups hold 64 or
@@ -106,6 +111,7 @@ HWY_INLINE int64_t XBlock(Kind kind, int64_t group_size) {
     case kAffine4G32:
     case kAffine4R8:
     case kAffine4W:
+    case kAffine4R8W:
     case kAffine8P:
       return 64;
     case kAffine8R8:
@@ -161,8 +167,8 @@ HWY_INLINE int32_t HSumI(__m256i v) {
 // Rounds x to int8 once per call (it runs on one thread while the other waits, so it is
 // vectorised too). 4-bit chunks of 64 inputs are split into even and odd inputs first.
 void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
-  const bool nib =
-      kind == kAffine4 || kind == kAffine4G32 || kind == kAffine4R8 || kind == kAffine4W;
+  const bool nib = kind == kAffine4 || kind == kAffine4G32 || kind == kAffine4R8 ||
+                   kind == kAffine4W || kind == kAffine4R8W;
   const int64_t ce = XBlock(kind, w.group_size), nc = w.cols / ce, G = w.group_size;
   const int64_t ng = w.groups();
   // dx, xsum and corr are zero-padded to whole vectors of 8 (read 8 at a time).
@@ -189,7 +195,7 @@ void PrepareX(const WeightMatrix& w, Kind kind, const float* x, XQ& b) {
         ev[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
         od[i] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8));
       }
-      if (kind == kAffine4R8) {
+      if (kind == kAffine4R8 || kind == kAffine4R8W) {
         alignas(32) int8_t t[64];
         Round32(ev, vinv, t);
         Round32(od, vinv, t + 32);
@@ -745,6 +751,97 @@ HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64
   for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
 }
 
+#if HWY_TARGET <= HWY_AVX3
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// kAffine4R8W: Blocks8 on AVX-512 VNNI. A 512-bit vector holds two consecutive words of the 8 rows
+// (lanes 0-7 word j, 8-15 word j + 1); x's even and odd int8 inputs of both words come from one
+// 16-byte load and two vpermd (shared by the NB blocks); vpdpbusd adds the products straight into
+// int32, in two chains per block (low and high nibbles) so that the latency of one does not hold
+// up the loop. Each half chunk (32 inputs) folds its two words' lanes into 8 rows' sums; the
+// integer sums per row and group, and what follows them, are Blocks8's: the results are equal
+// bit for bit.
+template <int NB>
+__attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix& w, const XQ& xb,
+                                                              int64_t b0, int64_t step, float* y) {
+  const int64_t words = w.cols / 8, ng = w.groups(), G = w.group_size, nc = w.cols / 64;
+  const DType sd = w.scale_dtype;
+  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
+  const uint8_t* wp[NB];
+  int64_t t0[NB];
+  __m256 acc[NB];
+  for (int k = 0; k < NB; ++k) {
+    const int64_t b = b0 + k * step;
+    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
+    t0[k] = b * ng * 8;
+    acc[k] = _mm256_setzero_ps();
+    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
+    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
+    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
+    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
+      _mm_prefetch(sc + o, _MM_HINT_T0);
+      _mm_prefetch(bi + o, _MM_HINT_T0);
+    }
+  }
+  const __m512i m0f = _mm512_set1_epi8(0x0f);
+  const __m512i ie = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i io = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+  constexpr int64_t kPf = 1024;  // as Blocks8
+  const int8_t* xq = xb.q.data();
+  // The NB blocks' int32 sums over the 4 words (32 inputs) from word j on, 8 rows each.
+  auto half = [&](int64_t j, __m256i * out) __attribute__((target("avx512vnni"))) {
+    __m512i se[NB], so[NB];
+    for (int k = 0; k < NB; ++k) se[k] = so[k] = _mm512_setzero_si512();
+    for (int64_t v = j; v < j + 4; v += 2) {
+      const __m512i x4 =
+          _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + v * 8)));
+      const __m512i xe = _mm512_permutexvar_epi32(ie, x4), xo = _mm512_permutexvar_epi32(io, x4);
+      for (int k = 0; k < NB; ++k) {
+        const char* p = reinterpret_cast<const char*>(wp[k] + v * 32);
+        _mm_prefetch(p + kPf, _MM_HINT_T0);
+        const __m512i raw = _mm512_loadu_si512(p);
+        se[k] = _mm512_dpbusd_epi32(se[k], _mm512_and_si512(raw, m0f), xe);
+        so[k] = _mm512_dpbusd_epi32(so[k], _mm512_and_si512(_mm512_srli_epi16(raw, 4), m0f), xo);
+      }
+    }
+    for (int k = 0; k < NB; ++k) {
+      const __m512i t = _mm512_add_epi32(se[k], so[k]);
+      out[k] = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    }
+  };
+  for (int64_t c = 0; c < nc; ++c) {
+    const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
+    __m256i h0[NB], h1[NB];
+    half(c * 8, h0);
+    half(c * 8 + 4, h1);
+    if (G == 32) {
+      for (int k = 0; k < NB; ++k) {
+        const __m256 s0 = Widen8(sd, w.scales, t0[k] + (2 * c) * 8);
+        const __m256 s1 = Widen8(sd, w.scales, t0[k] + (2 * c + 1) * 8);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0[k]), _mm256_mul_ps(s0, dxv), acc[k]);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1[k]), _mm256_mul_ps(s1, dxv), acc[k]);
+      }
+    } else {
+      const int64_t g = c * 64 / G;
+      for (int k = 0; k < NB; ++k) {
+        const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
+        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(h0[k], h1[k])),
+                                 _mm256_mul_ps(sv, dxv), acc[k]);
+      }
+    }
+  }
+  for (int64_t g = 0; g < ng; ++g) {
+    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
+    for (int k = 0; k < NB; ++k) {
+      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.biases, t0[k] + g * 8), xs, acc[k]);
+    }
+  }
+  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+}
+#pragma GCC diagnostic pop
+#endif
+
 // Batched decode (nv vectors, one per sequence): each row step runs the one-vector kernel once per
 // vector, so the step's weights come from memory once and from L1 for the other vectors, and
 // every result equals the one-vector one bit for bit (the integer dot products are not shared).
@@ -753,6 +850,7 @@ HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64
 // about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
 // two far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
 // 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s.
+// BITS 4, 8, or 5: 4-bit on AVX-512 VNNI (Blocks8W).
 template <int BITS>
 void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
@@ -766,6 +864,10 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
       for (int64_t v = 0; v < nv; ++v) {
         if constexpr (BITS == 4) {
           Blocks8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
+        } else if constexpr (BITS == 5) {
+#if HWY_TARGET <= HWY_AVX3
+          Blocks8W<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
+#endif
         } else {
           Blocks8Q8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
         }
@@ -775,6 +877,10 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
       for (int64_t v = 0; v < nv; ++v) {
         if constexpr (BITS == 4) {
           Blocks8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
+        } else if constexpr (BITS == 5) {
+#if HWY_TARGET <= HWY_AVX3
+          Blocks8W<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
+#endif
         } else {
           Blocks8Q8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
         }
@@ -866,6 +972,7 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
     }
     if (pairs) kind = kAffine4W;
   }
+  if (kind == kAffine4R8 && qmatvec_vnni_enabled()) kind = kAffine4R8W;
 #endif
   // Grown to the largest batch seen, then reused: steady-state decode allocates nothing.
   thread_local std::vector<XQ> xq;
@@ -900,6 +1007,9 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
 #if HWY_TARGET <= HWY_AVX3
         RunAffine4W(ws[i], xb, nv, ys[i]);
 #endif
+        break;
+      case kAffine4R8W:
+        RunBlocks8<5>(ws[i], xb, nv, ys[i]);
         break;
     }
   }

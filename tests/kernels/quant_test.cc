@@ -204,12 +204,13 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
   }
 }
 
-// The AVX-512 VNNI kernel for 4-bit MLX weights (two chunks per vector, kAffine4W) against the
-// double reference and against the AVX2 kernel it replaces (the same integer sums, f32 sums in
-// another order), over MLX's group sizes, every scale type, row counts that leave rows to
-// the one-row path and column counts whose chunks end mid-way through a 16-chunk block; a batch
-// of vectors equals each vector alone bit for bit; shapes it does not take (cols % 128 != 0,
-// G = 32) still meet the bound on the AVX2 kernel. Skipped on CPUs without AVX-512 VNNI.
+// The AVX-512 VNNI kernels for 4-bit MLX weights against the double reference and against the
+// AVX2 kernels they replace: in the MLX layout (two chunks per vector, kAffine4W) the same integer
+// sums with the f32 sums in another order; with rows by 8 (Blocks8W) bit for bit. Over MLX's
+// group sizes, every scale type, row counts that leave rows to the one-row path and column counts
+// whose chunks end mid-way through a 16-chunk block; a batch of vectors equals each vector alone
+// bit for bit, matvec_multi each matvec; shapes the pair kernel does not take (cols % 128 != 0,
+// G = 32) still meet the bound. Skipped on CPUs without AVX-512 VNNI.
 TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
   if (!set_qmatvec_vnni(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   struct Restore {
@@ -218,7 +219,7 @@ TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
   const int64_t groups[] = {32, 64, 128};
   const DType scales[] = {DType::BF16, DType::F16, DType::F32};
   const int64_t shapes[][2] = {{1, 128},  {64, 128},   {333, 128}, {128, 384}, {37, 896},
-                               {9, 1152}, {136, 2176}, {64, 4864}, {5, 192}};
+                               {9, 1152}, {136, 2176}, {64, 4864}, {5, 192},   {40, 320}};
   for (const int64_t g : groups) {
     for (const DType sd : scales) {
       for (const auto& s : shapes) {
@@ -252,6 +253,17 @@ TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
           matvec_multi(ws, x.data(), ys);
           EXPECT_EQ(m0, yw) << what;
           EXPECT_EQ(m2, yw) << what;
+        }
+        // Rows by 8 (Blocks8W): the same integer sums and float steps as the AVX2 kernel.
+        std::vector<float> r8w(yw.size()), r8(yw.size());
+        const bool r8ok = rows % 8 == 0 && cols % 64 == 0;
+        if (r8ok) {
+          const QuantizedMatrix r = interleave_rows8(q.view());
+          matvec(r.view(), x.data(), r8w.data());
+          set_qmatvec_vnni(false);
+          matvec(r.view(), x.data(), r8.data());
+          EXPECT_EQ(r8w, r8) << what << " rows by 8";
+          expect_matvec_close(wq, rows, cols, x, r8w, what + " rows by 8, vnni");
         }
         set_qmatvec_vnni(false);
         matvec(q.view(), x.data(), y2.data());
