@@ -592,6 +592,67 @@ __attribute__((target("avx512vnni"), noinline)) void RowsAffine4W(const WeightMa
 #pragma GCC diagnostic pop
 #endif
 
+// The set-up of the rows-by-8 kernels: for NB blocks of 8 rows (b0 + k · step) of `words` packed
+// words per row, the first byte of each block's weights, its first table entry, zeroed
+// accumulators, and a prefetch of the tables of the block each stream reaches next (the weights'
+// own prefetch runs on into them too).
+template <int NB>
+HWY_INLINE void Blocks8Start(const WeightMatrix& w, int64_t words, int64_t b0, int64_t step,
+                             const uint8_t** wp, int64_t* t0, __m256* acc) {
+  const int64_t ng = w.groups(), esize = static_cast<int64_t>(dtype_size(w.scale_dtype));
+  for (int k = 0; k < NB; ++k) {
+    const int64_t b = b0 + k * step;
+    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
+    t0[k] = b * ng * 8;
+    acc[k] = _mm256_setzero_ps();
+    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
+    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
+    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
+    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
+      _mm_prefetch(sc + o, _MM_HINT_T0);
+      _mm_prefetch(bi + o, _MM_HINT_T0);
+    }
+  }
+}
+
+// 4-bit rows by 8: chunk c's integer sums of the NB blocks' 8 rows, h0 over its first 32 inputs
+// and h1 over the last 32, scaled by the rows' group scales times x's scale into acc.
+template <int NB>
+HWY_INLINE void Blocks8Chunk(const WeightMatrix& w, const XQ& xb, const int64_t* t0, int64_t c,
+                             const __m256i* h0, const __m256i* h1, __m256* acc) {
+  const DType sd = w.scale_dtype;
+  const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
+  if (w.group_size == 32) {
+    // The two halves of the chunk are two groups.
+    for (int k = 0; k < NB; ++k) {
+      const __m256 s0 = Widen8(sd, w.scales, t0[k] + (2 * c) * 8);
+      const __m256 s1 = Widen8(sd, w.scales, t0[k] + (2 * c + 1) * 8);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0[k]), _mm256_mul_ps(s0, dxv), acc[k]);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1[k]), _mm256_mul_ps(s1, dxv), acc[k]);
+    }
+  } else {
+    const int64_t g = c * 64 / w.group_size;
+    for (int k = 0; k < NB; ++k) {
+      const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(h0[k], h1[k])),
+                               _mm256_mul_ps(sv, dxv), acc[k]);
+    }
+  }
+}
+
+// 4-bit rows by 8: Σ_g bias_g · Σx_g added, 8 rows at a time, and the NB blocks' results stored.
+template <int NB>
+HWY_INLINE void Blocks8Finish(const WeightMatrix& w, const XQ& xb, const int64_t* t0, __m256* acc,
+                              int64_t step, float* y) {
+  for (int64_t g = 0; g < w.groups(); ++g) {
+    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
+    for (int k = 0; k < NB; ++k) {
+      acc[k] = _mm256_fmadd_ps(Widen8(w.scale_dtype, w.biases, t0[k] + g * 8), xs, acc[k]);
+    }
+  }
+  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+}
+
 // 4-bit with rows interleaved in blocks of 8 (kAffine4R8): one 32-byte vector holds one packed
 // word (8 inputs) of each of 8 rows, so vector lane k sums row k and a block of 8 rows ends in
 // one vector of 8 results: no horizontal sums, no per-row scale set-up. x comes as one
@@ -602,26 +663,11 @@ __attribute__((target("avx512vnni"), noinline)) void RowsAffine4W(const WeightMa
 // at once (two streams per thread kept the memory busiest in measurements at cols 896).
 template <int NB>
 HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t step, float* y) {
-  const int64_t words = w.cols / 8, ng = w.groups(), G = w.group_size, nc = w.cols / 64;
-  const DType sd = w.scale_dtype;
-  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
+  const int64_t nc = w.cols / 64;
   const uint8_t* wp[NB];
   int64_t t0[NB];  // first table entry of the block
   __m256 acc[NB];
-  for (int k = 0; k < NB; ++k) {
-    const int64_t b = b0 + k * step;
-    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
-    t0[k] = b * ng * 8;
-    acc[k] = _mm256_setzero_ps();
-    // This stream's next blocks' tables (the weights' own prefetch runs on into them too).
-    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
-    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
-    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
-    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
-      _mm_prefetch(sc + o, _MM_HINT_T0);
-      _mm_prefetch(bi + o, _MM_HINT_T0);
-    }
-  }
+  Blocks8Start<NB>(w, w.cols / 8, b0, step, wp, t0, acc);
   const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   constexpr int64_t kPf = 1024;  // prefetch distance along each block's weights, bytes
   const int8_t* xq = xb.q.data();
@@ -654,35 +700,12 @@ HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t
     for (int k = 0; k < NB; ++k) out[k] = _mm256_madd_epi16(s[k], ones);
   };
   for (int64_t c = 0; c < nc; ++c) {
-    const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
     __m256i h0[NB], h1[NB];
     quad(c * 8, h0);
     quad(c * 8 + 4, h1);
-    if (G == 32) {
-      // The two halves of the chunk are two groups.
-      for (int k = 0; k < NB; ++k) {
-        const __m256 s0 = Widen8(sd, w.scales, t0[k] + (2 * c) * 8);
-        const __m256 s1 = Widen8(sd, w.scales, t0[k] + (2 * c + 1) * 8);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0[k]), _mm256_mul_ps(s0, dxv), acc[k]);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1[k]), _mm256_mul_ps(s1, dxv), acc[k]);
-      }
-    } else {
-      const int64_t g = c * 64 / G;
-      for (int k = 0; k < NB; ++k) {
-        const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(h0[k], h1[k])),
-                                 _mm256_mul_ps(sv, dxv), acc[k]);
-      }
-    }
+    Blocks8Chunk<NB>(w, xb, t0, c, h0, h1, acc);
   }
-  // Σ_g bias_g · Σx_g, 8 rows at a time.
-  for (int64_t g = 0; g < ng; ++g) {
-    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
-    for (int k = 0; k < NB; ++k) {
-      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.biases, t0[k] + g * 8), xs, acc[k]);
-    }
-  }
-  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+  Blocks8Finish<NB>(w, xb, t0, acc, step, y);
 }
 
 // 8-bit with rows interleaved in blocks of 8 (kAffine8R8): as Blocks8, one vector holds one
@@ -691,26 +714,13 @@ HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t
 // (up to 2 · 128 · 127) leave no room to add in int16, so each widens at once.
 template <int NB>
 HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t step, float* y) {
-  const int64_t words = w.cols / 4, ng = w.groups(), G = w.group_size;
+  const int64_t ng = w.groups(), G = w.group_size;
   const int64_t ce = XBlock(kAffine8R8, G), nc = w.cols / ce, vpc = ce / 4;
   const DType sd = w.scale_dtype;
-  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
   const uint8_t* wp[NB];
   int64_t t0[NB];
   __m256 acc[NB];
-  for (int k = 0; k < NB; ++k) {
-    const int64_t b = b0 + k * step;
-    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
-    t0[k] = b * ng * 8;
-    acc[k] = _mm256_setzero_ps();
-    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
-    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
-    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
-    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
-      _mm_prefetch(sc + o, _MM_HINT_T0);
-      _mm_prefetch(bi + o, _MM_HINT_T0);
-    }
-  }
+  Blocks8Start<NB>(w, w.cols / 4, b0, step, wp, t0, acc);
   const __m256i ones = _mm256_set1_epi16(1), m80 = _mm256_set1_epi8(static_cast<char>(0x80));
   constexpr int64_t kPf = 1024;
   const int8_t* xq = xb.q.data();
@@ -765,25 +775,11 @@ HWY_INLINE void Blocks8Q8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64
 template <int NB>
 __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix& w, const XQ& xb,
                                                               int64_t b0, int64_t step, float* y) {
-  const int64_t words = w.cols / 8, ng = w.groups(), G = w.group_size, nc = w.cols / 64;
-  const DType sd = w.scale_dtype;
-  const int64_t esize = static_cast<int64_t>(dtype_size(sd));
+  const int64_t nc = w.cols / 64;
   const uint8_t* wp[NB];
   int64_t t0[NB];
   __m256 acc[NB];
-  for (int k = 0; k < NB; ++k) {
-    const int64_t b = b0 + k * step;
-    wp[k] = static_cast<const uint8_t*>(w.data) + b * words * 32;
-    t0[k] = b * ng * 8;
-    acc[k] = _mm256_setzero_ps();
-    const int64_t ahead = std::max<int64_t>(1, 2048 / (words * 32));
-    const char* sc = static_cast<const char*>(w.scales) + (t0[k] + ahead * ng * 8) * esize;
-    const char* bi = static_cast<const char*>(w.biases) + (t0[k] + ahead * ng * 8) * esize;
-    for (int64_t o = 0; o < ng * 8 * esize; o += 64) {
-      _mm_prefetch(sc + o, _MM_HINT_T0);
-      _mm_prefetch(bi + o, _MM_HINT_T0);
-    }
-  }
+  Blocks8Start<NB>(w, w.cols / 8, b0, step, wp, t0, acc);
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   const __m512i ie = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   const __m512i io = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
@@ -811,33 +807,12 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
     }
   };
   for (int64_t c = 0; c < nc; ++c) {
-    const __m256 dxv = _mm256_set1_ps(xb.dx[static_cast<size_t>(c)]);
     __m256i h0[NB], h1[NB];
     half(c * 8, h0);
     half(c * 8 + 4, h1);
-    if (G == 32) {
-      for (int k = 0; k < NB; ++k) {
-        const __m256 s0 = Widen8(sd, w.scales, t0[k] + (2 * c) * 8);
-        const __m256 s1 = Widen8(sd, w.scales, t0[k] + (2 * c + 1) * 8);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0[k]), _mm256_mul_ps(s0, dxv), acc[k]);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1[k]), _mm256_mul_ps(s1, dxv), acc[k]);
-      }
-    } else {
-      const int64_t g = c * 64 / G;
-      for (int k = 0; k < NB; ++k) {
-        const __m256 sv = Widen8(sd, w.scales, t0[k] + g * 8);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(h0[k], h1[k])),
-                                 _mm256_mul_ps(sv, dxv), acc[k]);
-      }
-    }
+    Blocks8Chunk<NB>(w, xb, t0, c, h0, h1, acc);
   }
-  for (int64_t g = 0; g < ng; ++g) {
-    const __m256 xs = _mm256_set1_ps(xb.xsum[static_cast<size_t>(g)]);
-    for (int k = 0; k < NB; ++k) {
-      acc[k] = _mm256_fmadd_ps(Widen8(sd, w.biases, t0[k] + g * 8), xs, acc[k]);
-    }
-  }
-  for (int k = 0; k < NB; ++k) _mm256_storeu_ps(y + k * step * 8, acc[k]);
+  Blocks8Finish<NB>(w, xb, t0, acc, step, y);
 }
 #pragma GCC diagnostic pop
 #endif
