@@ -19,8 +19,8 @@
 // the even inputs and the high nibbles the odd ones.
 //
 // On CPUs with AVX-512 VNNI (checked at run time; the AVX3 target compiles those kernels with the
-// one extra feature) 4-bit weights take 512-bit kernels built on vpdpbusd: RowsAffine4W for the
-// MLX layout, Blocks8W for rows by 8.
+// one extra feature) 4-bit weights take 512-bit kernels built on vpdpbusd: RowsAffineW for the
+// MLX layout (and RowsAffineW<R, 8> for 8-bit), Blocks8W for rows by 8.
 //
 // Other targets (SSE4, NEON, scalar, ...) and shapes the chunks do not tile take an exact f32
 // path.
@@ -99,8 +99,9 @@ enum Kind {
   kAffine8P = 4,
   kAffine4R8 = 5,
   kAffine8R8 = 6,
-  kAffine4W = 7,   // kAffine4 on AVX-512 VNNI, two chunks per 512-bit vector (RowsAffine4W)
-  kAffine4R8W = 8  // kAffine4R8 on AVX-512 VNNI (Blocks8W)
+  kAffine4W = 7,    // kAffine4 on AVX-512 VNNI, two chunks per 512-bit vector (RowsAffineW)
+  kAffine4R8W = 8,  // kAffine4R8 on AVX-512 VNNI (Blocks8W)
+  kAffine8W = 9     // kAffine8P on AVX-512 VNNI (RowsAffineW<R, 8>)
 };
 
 // Inputs per x scale: 64 for 4-bit (a 32-byte chunk) and for 8-bit whose groups hold 64 or
@@ -113,6 +114,7 @@ HWY_INLINE int64_t XBlock(Kind kind, int64_t group_size) {
     case kAffine4W:
     case kAffine4R8W:
     case kAffine8P:
+    case kAffine8W:
       return 64;
     case kAffine8R8:
       return group_size % 64 == 0 ? 64 : 32;
@@ -516,23 +518,27 @@ HWY_INLINE __m512 Widen16(DType t, const void* p, int64_t i, int64_t n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// kAffine4W: RowsAffine<R, 4> for CPUs with AVX-512 VNNI (compiled into the AVX3 target with
-// the one extra feature; chosen at run time, qmatvec_vnni_enabled). A 512-bit vector holds two
-// chunks (128 weights) and vpdpbusd multiplies and adds u8 × s8 into int32 in one instruction.
-// At cols 896 a row is only 7 chunk pairs, so the per-row work counts as much as the dot loop:
-// the combined scales of 16 chunks are one vector per row (masked loads: nothing is read past
-// the row's tables), each pair takes its two scales from it with one vpermps (the index moves
-// on by 2 per pair, shared by the rows), and the bias term is one FMA per 16 groups. Against
-// the AVX2 loop (~11 ops per chunk) the hot loop is ~8 ops per chunk pair. The integer sums per
-// 4-input lane equal the AVX2 loop's; lanes 0-7 carry the even chunks and 8-15 the odd ones, so
-// the f32 sums are added in another order (results differ from kAffine4 by rounding only).
-// Needs cols % 128 == 0 (x is laid out per chunk pair) and groups of 64 or 128.
-template <int R>
-__attribute__((target("avx512vnni"), noinline)) void RowsAffine4W(const WeightMatrix& w,
-                                                                  const XQ& xb, int64_t r0,
-                                                                  int64_t step, float* y) {
-  const int64_t ng = w.groups(), row_bytes = w.cols / 2, nc = row_bytes / 32;
-  const int64_t cpg = w.group_size / 64;  // chunks per group: 1 or 2
+// kAffine4W / kAffine8W: RowsAffine<R, 4> and RowsAffine<R, 8, 64> for CPUs with AVX-512 VNNI
+// (compiled into the AVX3 target with the one extra feature; chosen at run time,
+// qmatvec_vnni_enabled). vpdpbusd multiplies and adds u8 × s8 into int32 in one instruction; a
+// 512-bit vector holds two 4-bit chunks (128 weights) or one 8-bit unit (64 weights, whose
+// q in [0, 255] needs no sign trick here: no int16 step can saturate). At cols 896 a row is only
+// 7 chunk pairs, so the per-row work counts as much as the dot loop: the combined scales of 16
+// blocks of 64 inputs are one vector per row (masked loads: nothing is read past the row's
+// tables), each vector of weights takes its scales from it with one vpermps (the index moves on
+// by the blocks it holds, shared by the rows), and the bias term is one FMA per 16 groups.
+// Against the AVX2 loop (~11 ops per 4-bit chunk) the hot loop is ~8 ops per chunk pair. The
+// integer sums equal the AVX2 loop's (at 8 bits, plus the 128 · Σx̃ it adds back per group); the
+// f32 sums are added in another order, so results differ from it by rounding only. Needs
+// groups of 64 or 128 and, at 4 bits, cols % 128 == 0 (x is laid out per chunk pair).
+template <int R, int BITS>
+__attribute__((target("avx512vnni"), noinline)) void RowsAffineW(const WeightMatrix& w,
+                                                                 const XQ& xb, int64_t r0,
+                                                                 int64_t step, float* y) {
+  constexpr int64_t kBlockBytes = 64 * BITS / 8;    // weights of one x scale (64 inputs)
+  constexpr int64_t kPerVector = 64 / kBlockBytes;  // such blocks in one vector: 2 or 1
+  const int64_t ng = w.groups(), row_bytes = w.cols * BITS / 8, nc = w.cols / 64;
+  const int64_t cpg = w.group_size / 64;  // blocks per group: 1 or 2
   const DType sd = w.scale_dtype;
   const uint8_t* wp[R];
   int64_t srow[R];
@@ -543,8 +549,8 @@ __attribute__((target("avx512vnni"), noinline)) void RowsAffine4W(const WeightMa
     acc[k] = _mm512_setzero_ps();
     PrefetchTables(w, srow[k], row_bytes);
   }
-  const __m512i m0f = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi32(2);
-  // Lane j of 16 chunks' scales: group j / cpg of the block.
+  const __m512i m0f = _mm512_set1_epi8(0x0f), advance = _mm512_set1_epi32(kPerVector);
+  // Lane j of 16 blocks' scales: group j / cpg of the 16.
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i expand = cpg == 1 ? lane : _mm512_srli_epi32(lane, 1);
   const int8_t* xq = xb.q.data();
@@ -560,22 +566,28 @@ __attribute__((target("avx512vnni"), noinline)) void RowsAffine4W(const WeightMa
       if (cpg > 1) sc = _mm512_permutexvar_ps(expand, sc);
       S[k] = _mm512_mul_ps(sc, dxv);
     }
-    // Lanes 0-7 take the pair's first chunk's scale, 8-15 its second's.
-    __m512i idx = _mm512_srli_epi32(lane, 3);
-    for (int64_t j = 0; j < m; j += 2) {
+    // 4 bits: lanes 0-7 take the pair's first chunk's scale, 8-15 its second's; 8 bits: all
+    // lanes the unit's.
+    __m512i idx = BITS == 4 ? _mm512_srli_epi32(lane, 3) : _mm512_setzero_si512();
+    for (int64_t j = 0; j < m; j += kPerVector) {
       const int64_t c = c0 + j;
-      const __m512i xe = _mm512_loadu_si512(xq + c * 64);
-      const __m512i xo = _mm512_loadu_si512(xq + c * 64 + 64);
+      const __m512i x0 = _mm512_loadu_si512(xq + c * 64);
+      const __m512i x1 = BITS == 4 ? _mm512_loadu_si512(xq + c * 64 + 64) : x0;
       for (int k = 0; k < R; ++k) {
-        _mm_prefetch(reinterpret_cast<const char*>(wp[k] + c * 32 + kPrefetchBytes), _MM_HINT_T0);
-        const __m512i raw = _mm512_loadu_si512(wp[k] + c * 32);
-        const __m512i lo = _mm512_and_si512(raw, m0f);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m0f);
-        const __m512i sum =
-            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+        const uint8_t* p = wp[k] + c * kBlockBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+        const __m512i raw = _mm512_loadu_si512(p);
+        __m512i sum;
+        if constexpr (BITS == 4) {
+          const __m512i lo = _mm512_and_si512(raw, m0f);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m0f);
+          sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, x0), hi, x1);
+        } else {
+          sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), raw, x0);
+        }
         acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, S[k]), acc[k]);
       }
-      idx = _mm512_add_epi32(idx, two);
+      idx = _mm512_add_epi32(idx, advance);
     }
   }
   // Σ_g bias_g · Σx_g, 16 groups at a time.
@@ -876,9 +888,10 @@ void RunAffine(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
 // Eight far-apart rows per step (ForThreadRowsQ's streams): against four, ~+10% GB/s at
 // 4864 x 896 and above, cold, 2 threads (the faster loop keeps more lines in flight).
 // Consecutive rows (one stream per thread) measured ~35% slower.
-void RunAffine4W(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
+template <int BITS>
+void RunAffineW(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   ForThreadRowsQ<8>(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t q) {
-    for (int64_t v = 0; v < nv; ++v) RowsAffine4W<R>(w, xb[v], r, q, y + v * w.rows + r);
+    for (int64_t v = 0; v < nv; ++v) RowsAffineW<R, BITS>(w, xb[v], r, q, y + v * w.rows + r);
   });
 }
 #endif
@@ -948,6 +961,10 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
     if (pairs) kind = kAffine4W;
   }
   if (kind == kAffine4R8 && qmatvec_vnni_enabled()) kind = kAffine4R8W;
+  if (kind == kAffine8P && qmatvec_vnni_enabled() &&
+      (ws[0].group_size == 64 || ws[0].group_size == 128)) {
+    kind = kAffine8W;
+  }
 #endif
   // Grown to the largest batch seen, then reused: steady-state decode allocates nothing.
   thread_local std::vector<XQ> xq;
@@ -980,7 +997,12 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
         break;
       case kAffine4W:
 #if HWY_TARGET <= HWY_AVX3
-        RunAffine4W(ws[i], xb, nv, ys[i]);
+        RunAffineW<4>(ws[i], xb, nv, ys[i]);
+#endif
+        break;
+      case kAffine8W:
+#if HWY_TARGET <= HWY_AVX3
+        RunAffineW<8>(ws[i], xb, nv, ys[i]);
 #endif
         break;
       case kAffine4R8W:

@@ -17,8 +17,9 @@ namespace molt {
 void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
                       float* const* ys);
 
-// Whether 4-bit MLX weights (groups of 64 or more, cols % 128 == 0) take the AVX-512 VNNI kernel
-// on this CPU: by default where the CPU has it, unless MOLT_NO_VNNI is set. set_qmatvec_vnni
+// Whether MLX affine weights (4-bit: groups of 64 or 128 and cols % 128 == 0, or rows by 8;
+// 8-bit: groups of 64 or 128) take the AVX-512 VNNI kernels on this CPU: by default where the
+// CPU has it, unless MOLT_NO_VNNI is set. set_qmatvec_vnni
 // turns it on or off (for tests and A/B runs) and returns whether the CPU has it. The AVX-512
 // target only; other targets ignore it.
 bool qmatvec_vnni_enabled();

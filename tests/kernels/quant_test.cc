@@ -204,14 +204,15 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
   }
 }
 
-// The AVX-512 VNNI kernels for 4-bit MLX weights against the double reference and against the
-// AVX2 kernels they replace: in the MLX layout (two chunks per vector, kAffine4W) the same integer
-// sums with the f32 sums in another order; with rows by 8 (Blocks8W) bit for bit. Over MLX's
+// The AVX-512 VNNI kernels for MLX weights against the double reference and against the AVX2
+// kernels they replace: in the MLX layout (4-bit: two chunks per vector, kAffine4W; 8-bit:
+// kAffine8W) the same integer sums with the f32 sums in another order; 4-bit rows by 8
+// (Blocks8W) bit for bit. Over MLX's
 // group sizes, every scale type, row counts that leave rows to the one-row path and column counts
 // whose chunks end mid-way through a 16-chunk block; a batch of vectors equals each vector alone
 // bit for bit, matvec_multi each matvec; shapes the pair kernel does not take (cols % 128 != 0,
 // G = 32) still meet the bound. Skipped on CPUs without AVX-512 VNNI.
-TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
+TEST(QuantMatvecVnni, AffineKernelsMatchTheReferenceAndTheAvx2Kernels) {
   if (!set_qmatvec_vnni(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   struct Restore {
     ~Restore() { set_qmatvec_vnni(true); }
@@ -220,58 +221,61 @@ TEST(QuantMatvecVnni, FourBitPairsMatchTheReferenceAndTheAvx2Kernel) {
   const DType scales[] = {DType::BF16, DType::F16, DType::F32};
   const int64_t shapes[][2] = {{1, 128},  {64, 128},   {333, 128}, {128, 384}, {37, 896},
                                {9, 1152}, {136, 2176}, {64, 4864}, {5, 192},   {40, 320}};
-  for (const int64_t g : groups) {
-    for (const DType sd : scales) {
-      for (const auto& s : shapes) {
-        const int64_t rows = s[0], cols = s[1];
-        if (cols % g != 0) continue;
-        const std::string what = "group " + std::to_string(g) + " scales " +
-                                 std::string(dtype_name(sd)) + " shape " + std::to_string(rows) +
-                                 "x" + std::to_string(cols);
-        const auto w = random_floats(static_cast<size_t>(rows * cols), 21);
-        const QuantizedMatrix q = quantize_affine({DType::F32, rows, cols, w.data()}, 4, g, sd);
-        const std::vector<float> wq = dequantized(q.view());
-        auto x = random_floats(static_cast<size_t>(3 * cols), 22);
-        x[static_cast<size_t>(cols / 5)] = -30.0f;
-        std::vector<float> yw(static_cast<size_t>(rows)), y2(yw.size());
-        set_qmatvec_vnni(true);
-        matvec(q.view(), x.data(), yw.data());
-        expect_matvec_close(wq, rows, cols, x, yw, what + " vnni");
-        std::vector<float> batch(static_cast<size_t>(3 * rows));
-        matvec_batch(q.view(), x.data(), 3, batch.data());
-        EXPECT_TRUE(std::equal(yw.begin(), yw.end(), batch.begin())) << what;
-        for (int64_t v = 1; v < 3; ++v) {
-          std::vector<float> one(static_cast<size_t>(rows));
-          matvec(q.view(), x.data() + v * cols, one.data());
-          EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + v * rows)) << what;
-        }
-        {
-          const WeightMatrix qv = q.view();
-          const WeightMatrix* ws[] = {&qv, &qv, &qv};
-          std::vector<float> m0(yw.size()), m1(yw.size()), m2(yw.size());
-          float* ys[] = {m0.data(), m1.data(), m2.data()};
-          matvec_multi(ws, x.data(), ys);
-          EXPECT_EQ(m0, yw) << what;
-          EXPECT_EQ(m2, yw) << what;
-        }
-        // Rows by 8 (Blocks8W): the same integer sums and float steps as the AVX2 kernel.
-        std::vector<float> r8w(yw.size()), r8(yw.size());
-        const bool r8ok = rows % 8 == 0 && cols % 64 == 0;
-        if (r8ok) {
-          const QuantizedMatrix r = interleave_rows8(q.view());
-          matvec(r.view(), x.data(), r8w.data());
+  for (const int bits : {4, 8}) {
+    for (const int64_t g : groups) {
+      for (const DType sd : scales) {
+        for (const auto& s : shapes) {
+          const int64_t rows = s[0], cols = s[1];
+          if (cols % g != 0) continue;
+          const std::string what = "bits " + std::to_string(bits) + " group " + std::to_string(g) +
+                                   " scales " + std::string(dtype_name(sd)) + " shape " +
+                                   std::to_string(rows) + "x" + std::to_string(cols);
+          const auto w = random_floats(static_cast<size_t>(rows * cols), 21);
+          const QuantizedMatrix q =
+              quantize_affine({DType::F32, rows, cols, w.data()}, bits, g, sd);
+          const std::vector<float> wq = dequantized(q.view());
+          auto x = random_floats(static_cast<size_t>(3 * cols), 22);
+          x[static_cast<size_t>(cols / 5)] = -30.0f;
+          std::vector<float> yw(static_cast<size_t>(rows)), y2(yw.size());
+          set_qmatvec_vnni(true);
+          matvec(q.view(), x.data(), yw.data());
+          expect_matvec_close(wq, rows, cols, x, yw, what + " vnni");
+          std::vector<float> batch(static_cast<size_t>(3 * rows));
+          matvec_batch(q.view(), x.data(), 3, batch.data());
+          EXPECT_TRUE(std::equal(yw.begin(), yw.end(), batch.begin())) << what;
+          for (int64_t v = 1; v < 3; ++v) {
+            std::vector<float> one(static_cast<size_t>(rows));
+            matvec(q.view(), x.data() + v * cols, one.data());
+            EXPECT_TRUE(std::equal(one.begin(), one.end(), batch.begin() + v * rows)) << what;
+          }
+          {
+            const WeightMatrix qv = q.view();
+            const WeightMatrix* ws[] = {&qv, &qv, &qv};
+            std::vector<float> m0(yw.size()), m1(yw.size()), m2(yw.size());
+            float* ys[] = {m0.data(), m1.data(), m2.data()};
+            matvec_multi(ws, x.data(), ys);
+            EXPECT_EQ(m0, yw) << what;
+            EXPECT_EQ(m2, yw) << what;
+          }
+          // Rows by 8 (Blocks8W): the same integer sums and float steps as the AVX2 kernel.
+          std::vector<float> r8w(yw.size()), r8(yw.size());
+          const bool r8ok = rows % 8 == 0 && cols % 64 == 0;
+          if (r8ok) {
+            const QuantizedMatrix r = interleave_rows8(q.view());
+            matvec(r.view(), x.data(), r8w.data());
+            set_qmatvec_vnni(false);
+            matvec(r.view(), x.data(), r8.data());
+            EXPECT_EQ(r8w, r8) << what << " rows by 8";
+            expect_matvec_close(wq, rows, cols, x, r8w, what + " rows by 8, vnni");
+          }
           set_qmatvec_vnni(false);
-          matvec(r.view(), x.data(), r8.data());
-          EXPECT_EQ(r8w, r8) << what << " rows by 8";
-          expect_matvec_close(wq, rows, cols, x, r8w, what + " rows by 8, vnni");
-        }
-        set_qmatvec_vnni(false);
-        matvec(q.view(), x.data(), y2.data());
-        expect_matvec_close(wq, rows, cols, x, y2, what + " avx2");
-        for (int64_t i = 0; i < rows; ++i) {
-          double mag = 0.0;
-          for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
-          ASSERT_NEAR(yw[i], y2[i], 1e-5 * mag) << what << " row " << i;
+          matvec(q.view(), x.data(), y2.data());
+          expect_matvec_close(wq, rows, cols, x, y2, what + " avx2");
+          for (int64_t i = 0; i < rows; ++i) {
+            double mag = 0.0;
+            for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
+            ASSERT_NEAR(yw[i], y2[i], 1e-5 * mag) << what << " row " << i;
+          }
         }
       }
     }
