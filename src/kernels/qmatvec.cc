@@ -19,8 +19,8 @@
 // the even inputs and the high nibbles the odd ones.
 //
 // On CPUs with AVX-512 VNNI (checked at run time; the AVX3 target compiles those kernels with the
-// one extra feature) 4-bit weights take 512-bit kernels built on vpdpbusd: RowsAffineW for the
-// MLX layout (and RowsAffineW<R, 8> for 8-bit), Blocks8W for rows by 8.
+// one extra feature) MLX weights take 512-bit kernels built on vpdpbusd: RowsAffineW for the
+// MLX layout at 4 and 8 bits, Blocks8W for 4-bit rows by 8.
 //
 // Other targets (SSE4, NEON, scalar, ...) and shapes the chunks do not tile take an exact f32
 // path.
@@ -405,55 +405,66 @@ HWY_INLINE void DotAffine(const uint8_t* const* wp, const int8_t* xq, const floa
   for (int k = 0; k < R; ++k) out[k] = acc[k];
 }
 
-// Chunks (units) per segment of RowsAffine: their combined scales are computed before the dot
-// loop reads them.
-constexpr int64_t kAffineSegment = 64;
-
-// S[k][c - s0] = (weight scale of chunk c's group in row k) × (x scale of chunk c), for the n
-// chunks (units) from s0 of the R rows whose tables start at srow[k]; cpg: chunks per group.
-template <int R>
-HWY_INLINE void SegmentScales(const WeightMatrix& w, const XQ& xb, const int64_t* srow, int64_t cpg,
-                              int64_t s0, int64_t n, float (*S)[kAffineSegment]) {
+// MLX affine with whole chunks per group (4-bit G >= 64, 8-bit G >= 32): the hot loop for
+// published MLX checkpoints. For a segment of up to kSegment chunks, each row's combined
+// scales (weight scale × x scale, one per chunk) are computed first, 8 at a time; the dot loop
+// then costs one broadcast load and one FMA per chunk on top of the integer dot product. The
+// bias (and 8-bit's 128 · Σx̃) terms are two short dot products per row at the end.
+// UNIT: bytes of weights per x scale, 32 (a chunk) or 64 (two chunks, 8-bit kAffine8P); the
+// "chunks" below are units.
+template <int R, int BITS, int UNIT = 32>
+HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step,
+                           float* y) {
+  constexpr int64_t kSegment = 64;
+  const int64_t cols = w.cols, ng = w.groups(), row_bytes = cols * BITS / 8;
+  const int64_t nc = row_bytes / UNIT;
+  const int64_t cpg = w.group_size * BITS / 8 / UNIT;  // 1, 2 or 4
   const DType sd = w.scale_dtype;
-  const int64_t total = w.rows * w.groups();
-  const float* dx = xb.dx.data();
+  const int64_t total = w.rows * ng;
+  const uint8_t* wp[R];
+  int64_t srow[R];
+  __m256 acc[R];
+  for (int k = 0; k < R; ++k) {
+    wp[k] = static_cast<const uint8_t*>(w.data) + (r0 + k * step) * row_bytes;
+    srow[k] = (r0 + k * step) * ng;
+    acc[k] = _mm256_setzero_ps();
+    PrefetchTables(w, srow[k], row_bytes);
+  }
   // Lane j of a block of 8 chunks takes the scale of group j / cpg.
   const __m256i expand = cpg == 1   ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
                          : cpg == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)
                                     : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  for (int k = 0; k < R; ++k) {
-    for (int64_t c0 = s0; c0 < s0 + n; c0 += 8) {
-      const int64_t g0 = c0 / cpg;
-      // Eight scales from g0 on: past this row's last group they are the next row's, which
-      // only meet lanes of chunks this row does not have (dx is zero-padded); the last
-      // rows, where that would read past the table, fill the vector one by one.
-      if (srow[k] + g0 + 8 <= total) {
-        _mm256_store_ps(
-            &S[k][c0 - s0],
-            _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
-                          _mm256_loadu_ps(dx + c0)));
-      } else {
-        for (int64_t c = c0; c < std::min(c0 + 8, s0 + n); ++c) {
-          S[k][c - s0] = scale_at(sd, w.scales, srow[k] + c / cpg) * dx[c];
+  const float* dx = xb.dx.data();
+  alignas(32) float S[R][kSegment];
+  for (int64_t s0 = 0; s0 < nc; s0 += kSegment) {
+    const int64_t n = std::min(kSegment, nc - s0);
+    for (int k = 0; k < R; ++k) {
+      for (int64_t c0 = s0; c0 < s0 + n; c0 += 8) {
+        const int64_t g0 = c0 / cpg;
+        // Eight scales from g0 on: past this row's last group they are the next row's, which
+        // only meet lanes of chunks this row does not have (dx is zero-padded); the last
+        // rows, where that would read past the table, fill the vector one by one.
+        if (srow[k] + g0 + 8 <= total) {
+          _mm256_store_ps(
+              &S[k][c0 - s0],
+              _mm256_mul_ps(_mm256_permutevar8x32_ps(Widen8(sd, w.scales, srow[k] + g0), expand),
+                            _mm256_loadu_ps(dx + c0)));
+        } else {
+          for (int64_t c = c0; c < std::min(c0 + 8, s0 + n); ++c) {
+            S[k][c - s0] = scale_at(sd, w.scales, srow[k] + c / cpg) * dx[c];
+          }
         }
       }
     }
+    DotAffine<R, BITS, UNIT>(wp, xb.q.data(), &S[0][0], kSegment, s0, n, acc);
   }
-}
-
-// Adds Σ_g bias_g · Σx_g (+ scale_g · 128 Σx̃_g at 8 bits) to each row's accumulator and
-// stores the R rows' results y[k * step].
-template <int R, int BITS>
-HWY_INLINE void AffineTail(const WeightMatrix& w, const XQ& xb, const int64_t* srow,
-                           const __m256* acc, float* y, int64_t step) {
-  const int64_t ng = w.groups(), total = w.rows * ng;
-  const DType sd = w.scale_dtype;
+  // Σ_g bias_g · Σx_g (+ scale_g · 128 Σx̃_g at 8 bits).
   const float* xs = xb.xsum.data();
   const float* corr = xb.corr.data();
   for (int k = 0; k < R; ++k) {
     __m256 t = _mm256_setzero_ps();
     int64_t g = 0;
-    // As in SegmentScales: lanes past this row's groups meet zero padding of xsum and corr.
+    // As above: lanes past this row's groups meet zero padding of xsum and corr.
     for (; g < ng && srow[k] + g + 8 <= total; g += 8) {
       t = _mm256_fmadd_ps(Widen8(sd, w.biases, srow[k] + g), _mm256_loadu_ps(xs + g), t);
       if constexpr (BITS == 8) {
@@ -467,37 +478,6 @@ HWY_INLINE void AffineTail(const WeightMatrix& w, const XQ& xb, const int64_t* s
     }
     y[k * step] = HSum(_mm256_add_ps(acc[k], t)) + tail;
   }
-}
-
-// MLX affine with whole chunks per group (4-bit G >= 64, 8-bit G >= 32): the hot loop for
-// published MLX checkpoints. For a segment of up to kAffineSegment chunks, each row's combined
-// scales (weight scale × x scale, one per chunk) are computed first, 8 at a time; the dot loop
-// then costs one broadcast load and one FMA per chunk on top of the integer dot product. The
-// bias (and 8-bit's 128 · Σx̃) terms are two short dot products per row at the end.
-// UNIT: bytes of weights per x scale, 32 (a chunk) or 64 (two chunks, 8-bit kAffine8P); the
-// "chunks" below are units.
-template <int R, int BITS, int UNIT = 32>
-HWY_INLINE void RowsAffine(const WeightMatrix& w, const XQ& xb, int64_t r0, int64_t step,
-                           float* y) {
-  const int64_t ng = w.groups(), row_bytes = w.cols * BITS / 8;
-  const int64_t nc = row_bytes / UNIT;
-  const int64_t cpg = w.group_size * BITS / 8 / UNIT;  // 1, 2 or 4
-  const uint8_t* wp[R];
-  int64_t srow[R];
-  __m256 acc[R];
-  for (int k = 0; k < R; ++k) {
-    wp[k] = static_cast<const uint8_t*>(w.data) + (r0 + k * step) * row_bytes;
-    srow[k] = (r0 + k * step) * ng;
-    acc[k] = _mm256_setzero_ps();
-    PrefetchTables(w, srow[k], row_bytes);
-  }
-  alignas(32) float S[R][kAffineSegment];
-  for (int64_t s0 = 0; s0 < nc; s0 += kAffineSegment) {
-    const int64_t n = std::min(kAffineSegment, nc - s0);
-    SegmentScales<R>(w, xb, srow, cpg, s0, n, S);
-    DotAffine<R, BITS, UNIT>(wp, xb.q.data(), &S[0][0], kAffineSegment, s0, n, acc);
-  }
-  AffineTail<R, BITS>(w, xb, srow, acc, y, step);
 }
 
 #if HWY_TARGET <= HWY_AVX3
@@ -837,8 +817,8 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
 // two far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
 // 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s.
-// BITS 4, 8, or 5: 4-bit on AVX-512 VNNI (Blocks8W).
-template <int BITS>
+// K: kAffine4R8, kAffine8R8 or kAffine4R8W.
+template <Kind K>
 void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
   int64_t range = std::max<int64_t>(2, (blocks + 4 * nt - 1) / (4 * nt));
@@ -849,9 +829,9 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
     const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / 2;
     for (int64_t b = b0; b < b0 + q; ++b) {
       for (int64_t v = 0; v < nv; ++v) {
-        if constexpr (BITS == 4) {
+        if constexpr (K == kAffine4R8) {
           Blocks8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
-        } else if constexpr (BITS == 5) {
+        } else if constexpr (K == kAffine4R8W) {
 #if HWY_TARGET <= HWY_AVX3
           Blocks8W<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
 #endif
@@ -862,9 +842,9 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
     }
     for (int64_t b = b0 + 2 * q; b < b1; ++b) {
       for (int64_t v = 0; v < nv; ++v) {
-        if constexpr (BITS == 4) {
+        if constexpr (K == kAffine4R8) {
           Blocks8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
-        } else if constexpr (BITS == 5) {
+        } else if constexpr (K == kAffine4R8W) {
 #if HWY_TARGET <= HWY_AVX3
           Blocks8W<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
 #endif
@@ -925,6 +905,19 @@ bool KindOf(const WeightMatrix& w, Kind& kind) {
   return w.group_size % 64 == 0 || (w.group_size == 32 && w.cols % 64 == 0);
 }
 
+#if HWY_TARGET <= HWY_AVX3
+// The AVX-512 VNNI kind for weights of `kind` like w (the weights of one call share its format
+// and cols), or `kind` itself where those kernels are off or do not apply.
+Kind VnniKind(Kind kind, const WeightMatrix& w) {
+  if (!qmatvec_vnni_enabled()) return kind;
+  const bool g64 = w.group_size == 64 || w.group_size == 128;
+  if (kind == kAffine4 && g64 && w.cols % 128 == 0) return kAffine4W;
+  if (kind == kAffine8P && g64) return kAffine8W;
+  if (kind == kAffine4R8) return kAffine4R8W;
+  return kind;
+}
+#endif
+
 // ys[i] = ws[i] x for n weights that read the same x (q/k/v, gate/up): x is rounded once and
 // the threads are woken once for all of them (a wake-up costs tens of microseconds under a
 // passive wait policy). Each thread takes its share of every matrix in turn, no barrier.
@@ -952,19 +945,7 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
     return;
   }
 #if HWY_TARGET <= HWY_AVX3
-  if (kind == kAffine4 && qmatvec_vnni_enabled()) {
-    bool pairs = true;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t G = ws[i].group_size;
-      pairs = pairs && ws[i].cols % 128 == 0 && (G == 64 || G == 128);
-    }
-    if (pairs) kind = kAffine4W;
-  }
-  if (kind == kAffine4R8 && qmatvec_vnni_enabled()) kind = kAffine4R8W;
-  if (kind == kAffine8P && qmatvec_vnni_enabled() &&
-      (ws[0].group_size == 64 || ws[0].group_size == 128)) {
-    kind = kAffine8W;
-  }
+  kind = VnniKind(kind, ws[0]);
 #endif
   // Grown to the largest batch seen, then reused: steady-state decode allocates nothing.
   thread_local std::vector<XQ> xq;
@@ -990,10 +971,10 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
         RunQ<kAffine4G32>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4R8:
-        RunBlocks8<4>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine4R8>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine8R8:
-        RunBlocks8<8>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine8R8>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4W:
 #if HWY_TARGET <= HWY_AVX3
@@ -1006,7 +987,7 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
 #endif
         break;
       case kAffine4R8W:
-        RunBlocks8<5>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine4R8W>(ws[i], xb, nv, ys[i]);
         break;
     }
   }
@@ -1053,17 +1034,17 @@ bool cpu_has_vnni() {
   return false;
 #endif
 }
-// MOLT_NO_VNNI (any value) turns the AVX-512 VNNI 4-bit kernel off, for A/B measurements.
-std::atomic<bool> vnni4{cpu_has_vnni() && std::getenv("MOLT_NO_VNNI") == nullptr};
+// MOLT_NO_VNNI (any value) turns the AVX-512 VNNI kernels off, for A/B measurements.
+std::atomic<bool> vnni{cpu_has_vnni() && std::getenv("MOLT_NO_VNNI") == nullptr};
 }  // namespace
 
 bool qmatvec_vnni_enabled() {
-  return vnni4.load(std::memory_order_relaxed);
+  return vnni.load(std::memory_order_relaxed);
 }
 
 bool set_qmatvec_vnni(bool on) {
   const bool supported = cpu_has_vnni();
-  vnni4.store(on && supported, std::memory_order_relaxed);
+  vnni.store(on && supported, std::memory_order_relaxed);
   return supported;
 }
 

@@ -19,9 +19,8 @@ void qmatvec_dispatch(const WeightMatrix* ws, int64_t n, const float* x, int64_t
 
 // Whether MLX affine weights (4-bit: groups of 64 or 128 and cols % 128 == 0, or rows by 8;
 // 8-bit: groups of 64 or 128) take the AVX-512 VNNI kernels on this CPU: by default where the
-// CPU has it, unless MOLT_NO_VNNI is set. set_qmatvec_vnni
-// turns it on or off (for tests and A/B runs) and returns whether the CPU has it. The AVX-512
-// target only; other targets ignore it.
+// CPU has it, unless MOLT_NO_VNNI is set. set_qmatvec_vnni turns them on or off (for tests and
+// A/B runs) and returns whether the CPU has it. The AVX-512 target only; others ignore it.
 bool qmatvec_vnni_enabled();
 bool set_qmatvec_vnni(bool on);
 

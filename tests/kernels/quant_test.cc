@@ -207,11 +207,11 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
 // The AVX-512 VNNI kernels for MLX weights against the double reference and against the AVX2
 // kernels they replace: in the MLX layout (4-bit: two chunks per vector, kAffine4W; 8-bit:
 // kAffine8W) the same integer sums with the f32 sums in another order; 4-bit rows by 8
-// (Blocks8W) bit for bit. Over MLX's
-// group sizes, every scale type, row counts that leave rows to the one-row path and column counts
-// whose chunks end mid-way through a 16-chunk block; a batch of vectors equals each vector alone
-// bit for bit, matvec_multi each matvec; shapes the pair kernel does not take (cols % 128 != 0,
-// G = 32) still meet the bound. Skipped on CPUs without AVX-512 VNNI.
+// (Blocks8W) bit for bit. Over MLX's group sizes, every scale type, row counts that leave rows
+// to the one-row path and column counts whose chunks end mid-way through a 16-chunk block; a
+// batch of vectors equals each vector alone bit for bit, matvec_multi each matvec; shapes the
+// VNNI kernels do not take (cols % 128 != 0 at 4 bits, G = 32) still meet the bound. Skipped on
+// CPUs without AVX-512 VNNI.
 TEST(QuantMatvecVnni, AffineKernelsMatchTheReferenceAndTheAvx2Kernels) {
   if (!set_qmatvec_vnni(true)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
   struct Restore {
@@ -258,9 +258,8 @@ TEST(QuantMatvecVnni, AffineKernelsMatchTheReferenceAndTheAvx2Kernels) {
             EXPECT_EQ(m2, yw) << what;
           }
           // Rows by 8 (Blocks8W): the same integer sums and float steps as the AVX2 kernel.
-          std::vector<float> r8w(yw.size()), r8(yw.size());
-          const bool r8ok = rows % 8 == 0 && cols % 64 == 0;
-          if (r8ok) {
+          if (rows % 8 == 0 && cols % 64 == 0) {
+            std::vector<float> r8w(yw.size()), r8(yw.size());
             const QuantizedMatrix r = interleave_rows8(q.view());
             matvec(r.view(), x.data(), r8w.data());
             set_qmatvec_vnni(false);
