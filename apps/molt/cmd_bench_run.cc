@@ -50,6 +50,14 @@ const bool registered = register_command([](CLI::App& root) {
     s->add_option("--out", a->out, "folder for results.json, RESULTS.md, results.html");
     s->add_option("--threads", a->o.threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);
+    a->o.real_dir = default_real_dir();
+    s->add_option("--real-dir", a->o.real_dir,
+                  "synthetic checkpoints at the real geometries, made once and kept (full run "
+                  "about 20 GB; quick about 1.3 GB)")
+        ->capture_default_str();
+    s->add_flag_callback(
+        "--no-real", [a] { a->o.real_dir.clear(); },
+        "skip the real geometries (speed, memory and switch cost of synthetic Qwen2.5 rungs)");
     s->callback([a] {
       std::unique_ptr<ProgressBar> bar;  // one per section
       std::string shown;

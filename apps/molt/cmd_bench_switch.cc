@@ -9,6 +9,7 @@
 #include <random>
 
 #include "command.h"
+#include "molt/bench/switch_bench.h"
 #include "molt/bench/switch_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
@@ -29,51 +30,14 @@ struct SwitchArgs {
   int threads = 0;
 };
 
-// A map with the geometry of the route and k source layers per receiver layer, filled with
-// small random values: its cost is that of a fitted map with the same k (for geometries we
-// cannot calibrate here). Written only where the route's map folder is absent.
-void write_shape_map(const Ladder& l, int from, int to, int64_t k) {
-  const ManifestRoute* route = l.route(from, to);
-  if (route == nullptr || route->method != "maps") {
-    fail("--shape-map: ladder.json has no maps route {} → {}", l.rung(from).name(),
-         l.rung(to).name());
-  }
-  if (route->maps_present()) return;
-  auto s = Model::load(l.rung(from).path()), r = Model::load(l.rung(to).path());
-  MapData map;
-  map.method = "ridge";
-  map.sender = RungSpec::of(*s, l.rung(from).name());
-  map.receiver = RungSpec::of(*r, l.rung(to).name());
-  const CacheGeometry gs = s->cache_geometry(), gr = r->cache_geometry();
-  k = std::min(k, gs.n_layers);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-0.01f, 0.01f);
-  for (int64_t j = 0; j < gr.n_layers; ++j) {
-    LayerMap L;
-    L.kv_s = gs.kv_dim();
-    const int64_t centre = (2 * j + 1) * gs.n_layers / (2 * gr.n_layers);
-    const int64_t first = std::clamp<int64_t>(centre - k / 2, 0, gs.n_layers - k);
-    for (int64_t i = 0; i < k; ++i) L.k_sources.push_back(first + i);
-    L.v_sources = L.k_sources;
-    L.k_weight.resize(static_cast<size_t>(gr.kv_dim() * k * gs.kv_dim()));
-    for (float& w : L.k_weight) w = u(rng);
-    L.v_weight = L.k_weight;
-    L.k_bias.assign(static_cast<size_t>(gr.kv_dim()), 0.0f);
-    L.v_bias = L.k_bias;
-    map.layers.push_back(std::move(L));
-  }
-  map.info["k"] = k;
-  map.info["note"] =
-      fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
-  write_map_dir(route->maps, map);
-  fmt::print(stderr, "wrote a shape-only map (k = {}) to {}\n", k, route->maps.string());
-}
-
 void run(const SwitchArgs& a) {
   set_num_threads(a.threads);
   auto l = Ladder::open(a.ladder);
   const int from = l->index(a.from), to = l->index(a.to);
-  if (a.shape_map_k > 0) write_shape_map(*l, from, to, a.shape_map_k);
+  if (a.shape_map_k > 0 && write_shape_map(*l, from, to, a.shape_map_k)) {
+    fmt::print(stderr, "wrote a shape-only map (k = {}) to {}\n", a.shape_map_k,
+               l->route(from, to)->maps.string());
+  }
   if (a.json) fmt::print("{}\n", switch_provenance(*l, from, to).dump());
   if (!a.json) {
     fmt::print("switch {} → {} on {} ({} threads; median of {}; sender cache {})\n", a.from, a.to,

@@ -13,6 +13,7 @@
 #include "floor_cli.h"
 #include "molt/bench/answer.h"
 #include "molt/bench/needles.h"
+#include "molt/bench/transfer_bench.h"
 #include "molt/bench/transfer_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
@@ -28,12 +29,6 @@ struct NeedleArgs {
   FloorFlags floor;
   int threads = 2;
   bool json = false;
-};
-
-struct Needle {
-  std::vector<int32_t> prompt;
-  std::string answer;
-  int64_t answer_tokens = 0;
 };
 
 void run(const NeedleArgs& a) {
@@ -57,57 +52,18 @@ void run(const NeedleArgs& a) {
     refuse_floor_flags(a.floor, "with --no-floors");
   }
   auto tok = Tokenizer::load(a.from);
-  auto answer = [&](Ladder& l, KVCache cache, const Needle& n) {
-    return tok->decode(greedy_answer_from(l, 0, std::move(cache), n.prompt, n.answer_tokens));
-  };
-  std::vector<Needle> needles;
-  for (const NeedleItem& item : read_needles(a.needles, a.context, a.count)) {
-    Needle n;
-    n.prompt = tok->encode(item.prompt);
-    n.answer = item.answer;
-    n.answer_tokens = static_cast<int64_t>(tok->encode(n.answer).size());
-    if (n.prompt.size() < 2 || n.answer_tokens == 0) {
-      fail("{}: needle {}: empty prompt or answer", a.needles, needles.size());
-    }
-    needles.push_back(std::move(n));
-  }
-
-  std::vector<std::string> names = {"sender reads the prompt", "receiver reads the prompt"};
-  for (const Condition& c : set.conditions) names.push_back(c.name);
-  std::vector<int64_t> correct(names.size(), 0);
-  double mean_tokens = 0;
-  for (const Needle& n : needles) {
-    const std::span<const int32_t> head(n.prompt.data(), n.prompt.size() - 1);
-    const int64_t cap = static_cast<int64_t>(n.prompt.size()) + n.answer_tokens;
-    mean_tokens += static_cast<double>(n.prompt.size()) / static_cast<double>(needles.size());
-    KVCache src = sender.new_cache(cap, /*keep_hidden=*/!a.recompute.empty());
-    sender.forward(head, src, {});
-    std::vector<std::string> got;
-    {
-      got.push_back(answer(*sender_ladder, src.copy(), n));
-      KVCache native = receiver.new_cache(cap);
-      receiver.forward(head, native, {});
-      got.push_back(answer(*receiver_ladder, std::move(native), n));
-    }
-    for (const Condition& c : set.conditions) {
-      KVCache dst = receiver.new_cache(cap);
-      c.fill(src, head, dst);
-      got.push_back(answer(*receiver_ladder, std::move(dst), n));
-    }
-    for (size_t i = 0; i < got.size(); ++i) correct[i] += needle_answer_matches(got[i], n.answer);
-  }
-  const double N = static_cast<double>(needles.size());
-  nlohmann::json rows = nlohmann::json::array();
-  for (size_t i = 0; i < names.size(); ++i) {
-    rows.push_back(
-        {{"condition", names[i]}, {"correct", correct[i]}, {"accuracy", correct[i] / N}});
-  }
+  const nlohmann::json counts =
+      transfer_needles(*sender_ladder, 0, *receiver_ladder, 0, *tok, set, !a.recompute.empty(),
+                       read_needles(a.needles, a.context, a.count));
+  const nlohmann::json& rows = counts.at("conditions");
+  const double mean_tokens = counts.at("mean_prompt_tokens").get<double>();
+  const int64_t count = counts.at("count").get<int64_t>();
   nlohmann::json j = {{"from", a.from},
                       {"to", a.to},
                       {"maps", a.maps},
                       {"needles", a.needles},
                       {"context", a.context},
-                      {"count", needles.size()},
+                      {"count", count},
                       {"mean_prompt_tokens", mean_tokens},
                       {"token_identity_floor", floor_source},
                       {"conditions", rows}};
@@ -120,9 +76,10 @@ void run(const NeedleArgs& a) {
   fmt::print(
       "{} → {} with {}: {} needles at context {} (mean {:.0f} prompt tokens), switch right "
       "before the answer\n",
-      rung_name(a.from), rung_name(a.to), a.maps, needles.size(), a.context, mean_tokens);
-  for (size_t i = 0; i < names.size(); ++i) {
-    fmt::print("{:<28} {:>3}/{:<3} {:.3f}\n", names[i], correct[i], needles.size(), correct[i] / N);
+      rung_name(a.from), rung_name(a.to), a.maps, count, a.context, mean_tokens);
+  for (const nlohmann::json& r : rows) {
+    fmt::print("{:<28} {:>3}/{:<3} {:.3f}\n", r.at("condition").get<std::string>(),
+               r.at("correct").get<int64_t>(), count, r.at("accuracy").get<double>());
   }
 }
 

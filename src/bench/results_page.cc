@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "molt/bench/line_chart.h"
 #include "molt/common/error.h"
@@ -224,24 +225,24 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
   return c;
 }
 
-// Switch cost against context: one plot (log-log) and one table per route.
-void switch_section(const json& sw, std::vector<Block>& b, ResultsPage& page) {
-  b.push_back({Block::kHeading, 2, "Switch cost against context", {}, {}, "", ""});
-  b.push_back(
-      {Block::kParagraph,
-       2,
-       fmt::format("One migration through the runtime's own migrate(), from the budget cut to the "
-                   "receiver's first logits: median of {} runs per cell (every run is in the "
-                   "JSON). Warm: the receiver's files in the page cache; cold: evicted with "
-                   "posix_fadvise just before the switch (the sender stays warm). FLOPs saved: "
-                   "the share of the receiver's re-prefill not spent before it resumes (heal "
-                   "defers it to the decode steps after the seam). Peak MiB: weights and caches "
-                   "resident at the seam, by the runtime's accounting.",
-                   sw.at("repeats").get<int64_t>()),
-       {},
-       {},
-       "",
-       ""});
+// What every switch-cost table means (the tiny ladder's and the real geometries').
+std::string switch_cost_terms(int64_t repeats) {
+  return fmt::format(
+      "One migration through the runtime's own migrate(), from the budget cut to the receiver's "
+      "first logits: median of {} runs per cell (every run is in the JSON). Warm: the "
+      "receiver's files in the page cache; cold: evicted with posix_fadvise just before the "
+      "switch (the sender stays warm). FLOPs saved: the share of the receiver's re-prefill not "
+      "spent before it resumes (heal defers it to the decode steps after the seam). Peak MiB: "
+      "weights and caches resident at the seam, by the runtime's accounting.",
+      repeats);
+}
+
+// Switch cost against context: one plot (log-log) and one table per route; `file_prefix`
+// names the plots (results/<prefix>-<from>-<to>.svg).
+void switch_section(const json& sw, const std::string& heading, const std::string& intro,
+                    const std::string& file_prefix, std::vector<Block>& b, ResultsPage& page) {
+  b.push_back({Block::kHeading, 2, heading, {}, {}, "", ""});
+  b.push_back({Block::kParagraph, 2, intro, {}, {}, "", ""});
   std::vector<std::pair<std::string, std::string>> routes;
   for (const json& row : sw.at("rows")) {
     const std::pair<std::string, std::string> rt{row.at("from"), row.at("to")};
@@ -311,7 +312,7 @@ void switch_section(const json& sw, std::vector<Block>& b, ResultsPage& page) {
     }
     c.y_min = std::max(0.1, std::pow(10.0, std::floor(std::log10(std::max(c.y_min, 0.1)))));
     c.y_max = std::pow(10.0, std::ceil(std::log10(std::max(c.y_max, c.y_min * 10))));
-    const std::string file = fmt::format("results/switch-{}-{}.svg", from, to);
+    const std::string file = fmt::format("results/{}-{}-{}.svg", file_prefix, from, to);
     const std::string svg = line_chart_svg(c);
     page.figures.emplace_back(file, svg);
     b.push_back({Block::kFigure,
@@ -455,6 +456,226 @@ void kv_section(const json& kv, std::vector<Block>& b) {
   b.push_back(std::move(nd));
 }
 
+// Transfer per route: the map beside its floors and comparison maps, residuals per layer,
+// needles with the switch right before the answer.
+void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) {
+  b.push_back({Block::kHeading, 2, "Transfer per route", {}, {}, "", ""});
+  const std::string recompute =
+      fmt::format("{}", fmt::join(tr.at("recompute").get<std::vector<int>>(), ", "));
+  b.push_back(
+      {Block::kParagraph,
+       2,
+       fmt::format(
+           "Each route's shipped map on {} windows of held-out prose: the receiver's cache of a "
+           "{}-token prefix filled by each condition, then {} tokens read and scored. NLL "
+           "gap = mean NLL − the receiver's after re-reading the prefix itself (nats per "
+           "token); transfer KL = KL(p_native ‖ p) and seam KL = KL(p_sender ‖ p) at the first "
+           "position after the switch. The floors a map must beat: a zero cache, and a "
+           "token-identity cache whose per-token means come from the calibration text the map "
+           "was fitted on, never these windows. The reference ridge (no token features) and the "
+           "depth remap are the comparison maps committed under maps/ablations/, solved from the "
+           "same statistics. ÷ floor and ÷ ridge: the gap as a share of the token-identity "
+           "floor's and of the reference ridge's. Recompute r re-runs the receiver's last r "
+           "layers natively (r = {}, where the map holds the boundary map it needs); anchors "
+           "re-run the last context tokens natively on the receiver. A precision rung's "
+           "diagonal map has neither.",
+           tr.at("windows").get<int64_t>(), tr.at("prefix").get<int64_t>(),
+           tr.at("continuation").get<int64_t>(), recompute),
+       {},
+       {},
+       "",
+       ""});
+  for (const json& r : tr.at("routes")) {
+    const std::string from = r.at("from").get<std::string>(), to = r.at("to").get<std::string>();
+    b.push_back({Block::kHeading, 3, fmt::format("`{}` → `{}`", from, to), {}, {}, "", ""});
+    const json& ev = r.at("eval");
+    std::string about = fmt::format(
+        "Map `{}` ({}{}); receiver native NLL {:.4f}, sender {:.4f} over {} scored tokens; seam KL "
+        "of the receiver reading natively {:.4f}.",
+        r.at("maps").get<std::string>(), r.at("method").get<std::string>(),
+        r.at("k").is_null() ? "" : fmt::format(", k = {}", r.at("k").dump()),
+        ev.at("native_nll").get<double>(), ev.at("sender_nll").get<double>(),
+        ev.at("scored_tokens").get<int64_t>(), ev.at("native_seam_kl").get<double>());
+    if (r.at("floor").is_object() && r.at("floor").contains("corpus")) {
+      about += fmt::format(" Token-identity means from `{}`.",
+                           r.at("floor").at("corpus").get<std::string>());
+    }
+    b.push_back({Block::kParagraph, 2, about, {}, {}, "", ""});
+    Block t{Block::kTable,
+            2,
+            "",
+            {},
+            {{"condition", "NLL", "NLL gap", "÷ floor", "÷ ridge", "transfer KL", "seam KL"}},
+            "",
+            ""};
+    auto ratio = [](const json& c, const char* key) {
+      return c.contains(key) ? fmt::format("{:.2f}", c.at(key).get<double>()) : std::string("—");
+    };
+    for (const json& c : ev.at("conditions")) {
+      t.rows.push_back({c.at("condition").get<std::string>(),
+                        fmt::format("{:.4f}", c.at("nll").get<double>()),
+                        fmt::format("{:+.4f}", c.at("nll_gap").get<double>()),
+                        ratio(c, "gap_vs_token_identity"), ratio(c, "gap_vs_reference_ridge"),
+                        fmt::format("{:.4f}", c.at("transfer_kl").get<double>()),
+                        fmt::format("{:.4f}", c.at("seam_kl").get<double>())});
+    }
+    b.push_back(std::move(t));
+    // Residuals per receiver layer (held-out calibration windows, keys un-rotated).
+    const json& res = r.at("residuals");
+    if (res.is_object() && res.contains("layers")) {
+      LineChart c;
+      c.title = fmt::format("{} → {}: held-out relative RMS residual per receiver layer", from, to);
+      c.x_label = "receiver layer";
+      c.y_label = "relative RMS residual";
+      c.y_min = 0;
+      c.y_max = 0;
+      const std::vector<std::tuple<const char*, const char*, const char*, bool>> kinds = {
+          {"k", "K, map", "#1b9e77", false},
+          {"v", "V, map", "#d95f02", false},
+          {"k_token_identity", "K, token-identity floor", "#1b9e77", true},
+          {"v_token_identity", "V, token-identity floor", "#d95f02", true}};
+      Block rt{Block::kTable,
+               2,
+               "",
+               {},
+               {{"receiver layer", "K map", "V map", "K token-identity", "V token-identity"}},
+               "",
+               ""};
+      for (const auto& [key, name, color, dashed] : kinds) {
+        ChartSeries s{name, color, dashed, 2, {}};
+        for (const json& L : res.at("layers")) {
+          if (!L.contains(key)) continue;
+          const double y = L.at(key).at("rel_rms").get<double>();
+          s.points.emplace_back(L.at("layer").get<double>(), y);
+          c.y_max = std::max(c.y_max, y);
+        }
+        if (!s.points.empty()) c.series.push_back(std::move(s));
+      }
+      for (const json& L : res.at("layers")) {
+        std::vector<std::string> row = {fmt::format("{}", L.at("layer").get<int64_t>())};
+        for (const auto& [key, name, color, dashed] : kinds) {
+          row.push_back(L.contains(key)
+                            ? fmt::format("{:.3f}", L.at(key).at("rel_rms").get<double>())
+                            : std::string("—"));
+        }
+        rt.rows.push_back(std::move(row));
+      }
+      c.y_max = std::ceil(std::max(c.y_max, 0.01) * 10) / 10;
+      const std::string file = fmt::format("results/residuals-{}-{}.svg", from, to);
+      const std::string svg = line_chart_svg(c);
+      page.figures.emplace_back(file, svg);
+      b.push_back({Block::kFigure,
+                   2,
+                   fmt::format("Relative RMS residual per receiver layer, {} → {}", from, to),
+                   {},
+                   {},
+                   file,
+                   svg});
+      b.push_back(std::move(rt));
+    }
+    // Needles: one column per context.
+    const json& needles = r.at("needles");
+    if (!needles.empty()) {
+      Block nt{Block::kTable, 2, "", {}, {{"condition at the switch"}}, "", ""};
+      for (const json& n : needles) {
+        nt.rows[0].push_back(fmt::format("{} needles at ~{} tokens", n.at("count").get<int64_t>(),
+                                         n.at("context").get<int64_t>()));
+      }
+      const json& first = needles.at(0).at("conditions");
+      for (size_t i = 0; i < first.size(); ++i) {
+        std::string name = first.at(i).at("condition").get<std::string>();
+        if (name == "sender reads the prompt") name += " (A `hold`: no switch)";
+        if (name == "receiver reads the prompt") name += " (B `small`, C `reprefill`)";
+        if (name.starts_with("map (")) name += " (D `molt`)";
+        std::vector<std::string> row = {name};
+        for (const json& n : needles) {
+          const json& c = n.at("conditions").at(i);
+          row.push_back(fmt::format("{} ({:.2f})", c.at("correct").get<int64_t>(),
+                                    c.at("accuracy").get<double>()));
+        }
+        nt.rows.push_back(std::move(row));
+      }
+      b.push_back({Block::kParagraph,
+                   2,
+                   "Needles answered greedily, the switch forced right before the answer: "
+                   "correct answers (accuracy) per condition.",
+                   {},
+                   {},
+                   "",
+                   ""});
+      b.push_back(std::move(nt));
+    }
+  }
+}
+
+// Speed and memory per precision at the real geometries, then their switch cost.
+void real_section(const json& real, std::vector<Block>& b, ResultsPage& page) {
+  b.push_back({Block::kHeading, 2, "Speed and memory at the real geometries", {}, {}, "", ""});
+  b.push_back(
+      {Block::kParagraph,
+       2,
+       fmt::format(
+           "Synthetic checkpoints at the real Qwen2.5 shapes (random weights: speed and memory do "
+           "not depend on the values; how each was made is in the JSON), prefill of {} tokens "
+           "and {} decode steps each. Bound: a decode step streams every weight once, so its "
+           "GB/s is set beside a STREAM triad as STREAM states it, the best of {} standalone "
+           "passes just before the run (× triad), and beside the median of triad passes "
+           "interleaved with the decode steps (× paired; interleaved passes run slower, so this "
+           "ratio flatters). Memory by the runtime's accounting: weights resident, the f16 KV "
+           "cache per token, and the whole rung with a cache of 4096 positions.",
+           real.at("prompt_tokens").get<int64_t>(), real.at("tokens").get<int64_t>(),
+           real.at("triad_repeats").get<int64_t>()),
+       {},
+       {},
+       "",
+       ""});
+  Block t{
+      Block::kTable,
+      2,
+      "",
+      {},
+      {{"geometry", "precision", "weights MiB", "KV bytes/token", "MiB at 4096", "prefill tok/s",
+        "decode tok/s", "decode GB/s", "triad GB/s", "× triad", "paired triad GB/s", "× paired"}},
+      "",
+      ""};
+  for (const json& s : real.at("speed")) {
+    const json& f = s.at("footprint");
+    t.rows.push_back({fmt::format("`{}`", s.at("geometry").get<std::string>()),
+                      fmt::format("`{}`", s.at("checkpoint_precision").get<std::string>()),
+                      fmt::format("{:.0f}", f.at("weight_mib").get<double>()),
+                      fmt::format("{}", f.at("kv_bytes_per_token").get<int64_t>()),
+                      fmt::format("{:.0f}", f.at("total_mib_at").at("4096").get<double>()),
+                      fmt::format("{:.1f}", s.at("prefill_tok_s").get<double>()),
+                      fmt::format("{:.1f}", s.at("decode_tok_s").get<double>()),
+                      fmt::format("{:.1f}", s.at("decode_gb_s").get<double>()),
+                      fmt::format("{:.1f}", s.at("triad_standalone_gb_s").get<double>()),
+                      fmt::format("{:.2f}", s.at("x_standalone_triad").get<double>()),
+                      fmt::format("{:.1f}", s.at("triad_gb_s").get<double>()),
+                      fmt::format("{:.2f}", s.at("x_bound").get<double>())});
+  }
+  b.push_back(std::move(t));
+  const json& sw = real.at("switch");
+  if (sw.at("rows").empty()) return;
+  json policies = json::array();
+  for (const json& row : sw.at("rows")) {
+    if (std::find(policies.begin(), policies.end(), row.at("policy")) == policies.end()) {
+      policies.push_back(row.at("policy"));
+    }
+  }
+  json cells = sw;
+  cells["policies"] = policies;
+  switch_section(
+      cells, "Switch cost at the real geometries",
+      switch_cost_terms(sw.at("repeats").get<int64_t>()) +
+          fmt::format(
+              " Here the rungs are the synthetic bf16 checkpoints above, the map a shape map "
+              "(random values, k = {} source layers per receiver layer, so it costs what a "
+              "fitted map of that k costs), and the sender's cache is filled rather than "
+              "prefilled (no policy's cost depends on its values).",
+              sw.at("shape_map_k").get<int64_t>()),
+      "switch-real", b, page);
+}
+
 }  // namespace
 
 ResultsPage results_page(const json& r) {
@@ -589,7 +810,13 @@ ResultsPage results_page(const json& r) {
     }
     b.push_back(std::move(t));
   }
-  if (r.contains("switch")) switch_section(r.at("switch"), b, page);
+  if (r.contains("switch")) {
+    switch_section(r.at("switch"), "Switch cost against context",
+                   switch_cost_terms(r.at("switch").at("repeats").get<int64_t>()), "switch", b,
+                   page);
+  }
+  if (r.contains("transfer")) transfer_section(r.at("transfer"), b, page);
+  if (r.contains("real")) real_section(r.at("real"), b, page);
   if (r.contains("kv")) kv_section(r.at("kv"), b);
   if (r.contains("tenants")) tenants_section(r.at("tenants"), b, page);
   page.markdown = markdown(b);

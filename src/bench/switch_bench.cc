@@ -6,11 +6,50 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "molt/common/error.h"
 #include "molt/runtime/switch_cost.h"
+#include "molt/transfer/map_file.h"
 
 namespace molt {
+
+bool write_shape_map(const Ladder& l, int from, int to, int64_t k) {
+  const ManifestRoute* route = l.route(from, to);
+  if (route == nullptr || route->method != "maps") {
+    fail("shape map: ladder.json has no maps route {} → {}", l.rung(from).name(),
+         l.rung(to).name());
+  }
+  if (route->maps_present()) return false;
+  auto s = Model::load(l.rung(from).path()), r = Model::load(l.rung(to).path());
+  MapData map;
+  map.method = "ridge";
+  map.sender = RungSpec::of(*s, l.rung(from).name());
+  map.receiver = RungSpec::of(*r, l.rung(to).name());
+  const CacheGeometry gs = s->cache_geometry(), gr = r->cache_geometry();
+  k = std::min(k, gs.n_layers);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-0.01f, 0.01f);
+  for (int64_t j = 0; j < gr.n_layers; ++j) {
+    LayerMap L;
+    L.kv_s = gs.kv_dim();
+    const int64_t centre = (2 * j + 1) * gs.n_layers / (2 * gr.n_layers);
+    const int64_t first = std::clamp<int64_t>(centre - k / 2, 0, gs.n_layers - k);
+    for (int64_t i = 0; i < k; ++i) L.k_sources.push_back(first + i);
+    L.v_sources = L.k_sources;
+    L.k_weight.resize(static_cast<size_t>(gr.kv_dim() * k * gs.kv_dim()));
+    for (float& w : L.k_weight) w = u(rng);
+    L.v_weight = L.k_weight;
+    L.k_bias.assign(static_cast<size_t>(gr.kv_dim()), 0.0f);
+    L.v_bias = L.k_bias;
+    map.layers.push_back(std::move(L));
+  }
+  map.info["k"] = k;
+  map.info["note"] =
+      fmt::format("shape-only map (k = {}) written by molt bench switch: random values", k);
+  write_map_dir(route->maps, map);
+  return true;
+}
 
 int evict_page_cache(const std::string& dir) {
   int n = 0;
@@ -50,10 +89,12 @@ nlohmann::json run_switch_bench(Ladder& ladder, std::span<const int32_t> text,
             if (cold) evict_page_cache(ladder.rung(to).path().string());
             SwitchCostOptions so;
             so.policy = p;
+            so.native_sender_cache = !o.fill_sender;
             runs.push_back(measure_switch(ladder, from, to, ids, so));
             if (progress) progress(++done, total);
           }
           std::vector<double> ms;
+          ms.reserve(runs.size());
           for (const MigrationEvent& e : runs) ms.push_back(e.ms);
           std::vector<double> sorted = ms;
           std::sort(sorted.begin(), sorted.end());

@@ -97,7 +97,7 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   const std::string args = fmt::format(
       "bench run --quick --ladder {0}/models/tiny-ladder/ladder.json --text "
       "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
-      "--traces-dir {0}/traces --threads 1 --out {1}",
+      "--traces-dir {0}/traces --threads 1 --out {1} --real-dir {1}/real",
       kSrc, t.path().string());
   const auto r = run_molt(args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -158,6 +158,37 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   ASSERT_EQ(kv.at("needles").size(), 1u);
   EXPECT_EQ(kv.at("needles")[0].at("count"), 4);
   EXPECT_FALSE(results.at("inputs").at("sha256").empty());
+  // Transfer per route: every route with a map of its own, the map beside both floors, and
+  // needles with the switch right before the answer.
+  const json& tr = results.at("transfer");
+  ASSERT_EQ(tr.at("routes").size(), 4u);
+  for (const json& route : tr.at("routes")) {
+    SCOPED_TRACE(route.at("from").get<std::string>() + " → " + route.at("to").get<std::string>());
+    std::set<std::string> names;
+    for (const json& c : route.at("eval").at("conditions")) names.insert(c.at("condition"));
+    EXPECT_TRUE(names.count("zero cache"));
+    EXPECT_TRUE(names.count("token-identity cache"));
+    const json& first = route.at("eval").at("conditions").at(0);
+    EXPECT_EQ(first.at("condition").get<std::string>().rfind("map (", 0), 0u) << first.dump();
+    EXPECT_TRUE(first.contains("gap_vs_token_identity"));
+    EXPECT_TRUE(route.at("residuals").contains("layers"));
+    ASSERT_EQ(route.at("needles").size(), 1u);
+    EXPECT_EQ(route.at("needles")[0].at("count"), 4);
+    EXPECT_EQ(route.at("needles")[0].at("context"), 700);
+  }
+  // The real geometries at --quick: Qwen2.5-0.5B at bf16 and 4-bit, each beside its triad.
+  const json& real = results.at("real");
+  ASSERT_EQ(real.at("speed").size(), 2u);
+  for (const json& s : real.at("speed")) {
+    SCOPED_TRACE(s.dump());
+    EXPECT_GT(s.at("decode_tok_s").get<double>(), 0.0);
+    EXPECT_GT(s.at("x_standalone_triad").get<double>(), 0.0);
+    // 24 layers × K and V × 2 KV heads × 64 × 2 bytes (the default f16 cache).
+    EXPECT_EQ(s.at("footprint").at("kv_bytes_per_token"), 24 * 2 * 2 * 64 * 2);
+  }
+  EXPECT_LT(real.at("speed")[1].at("weight_bytes_per_token").get<double>(),
+            real.at("speed")[0].at("weight_bytes_per_token").get<double>() / 3);
+  EXPECT_EQ(real.at("checkpoints").size(), 2u);
 
   const std::set<std::string> known = printed_forms(results);
   const std::string md = test::read_file(t / "RESULTS.md");

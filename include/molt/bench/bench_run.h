@@ -21,7 +21,15 @@ struct BenchRunOptions {
   std::vector<std::filesystem::path> traces;    // instead of them, when given
   bool quick = false;  // 4 prompts × 2 traces (a test's run) instead of 20 × 5
   int threads = 2;
+  // The real geometries' synthetic checkpoints, made on the first run and kept (about 20 GB:
+  // Qwen2.5 0.5B, 1.5B and 3B at bf16, int8 and 4-bit; a quick run makes only 0.5B's bf16 and
+  // 4-bit). Empty: no real-geometry sections.
+  std::filesystem::path real_dir;
 };
+
+// Where the real geometries' checkpoints go unless told: $XDG_CACHE_HOME/molt/real-geometries,
+// else $HOME/.cache/molt/real-geometries, else under the temporary folder.
+std::filesystem::path default_real_dir();
 
 // The traces of the evaluation, from the folder holding them: spike_mid_answer, slow_squeeze,
 // flapping, cut_below_smallest, cut_and_recovery (quick: the first and the fourth).

@@ -22,7 +22,16 @@ struct SwitchBenchOptions {
   std::vector<Policy> policies = {Policy::kMolt, Policy::kHeal, Policy::kReprefill,
                                   Policy::kReleaseReprefill};
   int repeats = 3;  // per cell; the median is reported beside every run
+  // The sender's cache filled with fixed values instead of prefilled (every policy's cost is
+  // independent of them): for real geometries, whose sender prefill would outlast the switch.
+  bool fill_sender = false;
 };
+
+// Writes a map with the geometry of route from → to and k source layers per receiver layer,
+// filled with small random values, where the route's map folder is absent (returns whether it
+// wrote one): its cost is that of a fitted map with the same k, for geometries that cannot be
+// calibrated here (synthetic weights at the real Qwen2.5 shapes).
+bool write_shape_map(const Ladder& l, int from, int to, int64_t k);
 
 // Drops a folder's files from the page cache (what a cold start reads from storage); returns
 // the files it could advise. Best effort: pages mapped elsewhere stay.
