@@ -53,7 +53,7 @@ const bool registered = register_command([](CLI::App& root) {
     a->o.real_dir = default_real_dir();
     s->add_option("--real-dir", a->o.real_dir,
                   "synthetic checkpoints at the real geometries, made once and kept (full run "
-                  "about 20 GB; quick about 1.3 GB)")
+                  "about 20 GB; quick about 2 GB)")
         ->capture_default_str();
     s->add_flag_callback(
         "--no-real", [a] { a->o.real_dir.clear(); },

@@ -37,6 +37,7 @@ struct FitArgs {
   int threads = 2;
   bool keep_stats = false;
   bool no_floor = false;
+  bool no_rope_sandwich = false;
   // merge / report
   std::string dir, merge_out, merge_method, merge_k, merge_embed;
   double merge_lambda = -1;
@@ -114,6 +115,7 @@ void run_fit(const FitArgs& a) {
   o.heldout_every = a.heldout_every;
   o.select_windows = a.select_windows;
   o.token_identity = !a.no_floor;
+  o.rope_sandwich = !a.no_rope_sandwich;
   if (a.method != "ridge") {
     o.embed_tokens = 0;  // the callback refused an explicit --embed-tokens
   } else {
@@ -378,9 +380,17 @@ const bool registered = register_command([](CLI::App& root) {
   f->add_flag("--keep-stats", a->keep_stats, "also write the statistics file");
   f->add_flag("--no-floor", a->no_floor,
               "no token-identity floor beside the map (a map fitted only to be compared with)");
+  f->add_flag("--no-rope-sandwich", a->no_rope_sandwich,
+              "map keys as cached, after RoPE (no un-rotation, no re-rotation): the ablation "
+              "the RoPE sandwich is measured against; needs --no-floor");
   f->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   f->callback([a, f] {
     if (!f->get_subcommands().empty()) return;
+    if (a->no_rope_sandwich && !a->no_floor) {
+      fail(
+          "--no-rope-sandwich needs --no-floor: the token-identity floor is a mean of un-rotated "
+          "keys, which a map on rotated keys never sees");
+    }
     // A flag the method does not read is an error, not silently dropped.
     const bool k = f->count("--k") > 0, lambda = f->count("--lambda") > 0;
     if (a->method != "ridge" && f->count("--embed-tokens") > 0) {

@@ -43,6 +43,7 @@ std::string make_checkpoint(const RealBenchOptions& o, const std::string& geomet
     made_by = fmt::format("molt synth --geometry {} --dtype bf16 --seed {}", geometry, kSeed);
   } else if (precision == "int8") {
     q.mode = "int8";
+    q.bits = 8;
     q.group_size = 0;
     made_by = fmt::format("molt quantize --model {}-bf16 --int8 --group-size 0", geometry);
   } else if (precision == "q4") {

@@ -84,12 +84,16 @@ namespace {
 constexpr const char* kTokenIdentityName = "token-identity cache";  // add_floors' name
 constexpr const char* kReferenceRidgeName = "reference ridge (no token features)";
 
-// The comparison maps committed beside a route's (tools/tiny-ladder/routes.sh): the reference
-// ridge (no token features) and the depth remap, where present.
+// The comparison maps committed beside a route's (tools/tiny-ladder/routes.sh), where present:
+// the reference ridge (no token features), the depth remap, a ridge map on rotated keys (the
+// RoPE sandwich's ablation) and, on a precision route, a cross-size ridge map (the diagonal
+// re-alignment's).
 std::vector<std::pair<std::string, fs::path>> ablation_maps(const fs::path& maps) {
   std::vector<std::pair<std::string, fs::path>> out;
   for (const auto& [suffix, label] :
-       {std::pair{"ridge", kReferenceRidgeName}, std::pair{"depth", "depth remap"}}) {
+       {std::pair{"ridge", kReferenceRidgeName}, std::pair{"depth", "depth remap"},
+        std::pair{"rope", "naive map on rotated keys (no RoPE sandwich)"},
+        std::pair{"cross", "cross-size ridge map (no diagonal re-alignment)"}}) {
     const fs::path dir =
         maps.parent_path() / "ablations" / (maps.filename().string() + "-" + suffix);
     if (fs::is_directory(dir)) out.emplace_back(label, dir);

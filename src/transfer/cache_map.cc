@@ -180,7 +180,7 @@ class LinearCacheMap final : public CacheMap {
         const int64_t l = need[i];
         k_plain[l].resize(static_cast<size_t>(n * kvs));
         src.read_k(l, 0, n, k_plain[l].data());
-        sender_rope.rotate(k_plain[l].data(), 0, n, gs.n_kv_heads, /*inverse=*/true);
+        if (sandwich_) sender_rope.rotate(k_plain[l].data(), 0, n, gs.n_kv_heads, /*inverse=*/true);
       }
 #pragma omp parallel
       {
@@ -216,7 +216,7 @@ class LinearCacheMap final : public CacheMap {
           } else {
             affine(x.data(), n, weights_[j][keys ? 0 : 1], bias, out);
           }
-          if (keys) receiver_rope.rotate(out, 0, n, gr.n_kv_heads, /*inverse=*/false);
+          if (keys && sandwich_) receiver_rope.rotate(out, 0, n, gr.n_kv_heads, /*inverse=*/false);
           if (!direct && keys) dst.write_k(j, 0, n, out);
           if (!direct && !keys) dst.write_v(j, 0, n, out);
         }
@@ -248,20 +248,23 @@ class LinearCacheMap final : public CacheMap {
       std::vector<float> k(static_cast<size_t>(n * kv)), v(static_cast<size_t>(n * kv));
       src.read_k(L.k_sources.at(0), 0, n, k.data());
       src.read_v(L.v_sources.at(0), 0, n, v.data());
-      sender_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/true);
+      if (sandwich_) sender_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/true);
       for (int64_t i = 0; i < n; ++i) {
         for (int64_t c = 0; c < kv; ++c) {
           k[i * kv + c] = k[i * kv + c] * L.k_scale[c] + L.k_offset[c];
           v[i * kv + c] = v[i * kv + c] * L.v_scale[c] + L.v_offset[c];
         }
       }
-      receiver_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/false);
+      if (sandwich_) receiver_rope.rotate(k.data(), 0, n, g.n_kv_heads, /*inverse=*/false);
       dst.write_k(j, 0, n, k.data());
       dst.write_v(j, 0, n, v.data());
     }
   }
 
   MapData map_;
+  // Keys un-rotated before the map and re-rotated after it (DESIGN.md §3); false only for a map
+  // fitted on keys as cached ("keys": "rotated"), the ablation that shows what the sandwich buys.
+  bool sandwich_ = map_.info.value("keys", std::string("un-rotated")) != "rotated";
   // BF16 maps: per layer, the K and V weights at 16 bits and their descriptions.
   std::vector<std::array<std::vector<uint16_t>, 2>> bf16_;
   std::vector<std::array<WeightMatrix, 2>> weights_;

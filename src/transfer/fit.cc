@@ -23,18 +23,19 @@ void say(const FitLog& log, const std::string& s) {
 }
 
 // Rows of every layer at the sampled positions, concatenated layer after layer, as double.
-// Keys are un-rotated at the model's own angles first.
+// Keys are un-rotated at the model's own angles first, unless `rotated` (the ablation).
 std::vector<double> layer_rows(const KVCache& c, const RopeSpec& rope, bool keys,
-                               const std::vector<int64_t>& pos) {
+                               const std::vector<int64_t>& pos, bool rotated = false) {
   const CacheGeometry& g = c.geometry();
   const int64_t kv = g.kv_dim(), width = g.n_layers * kv, T = c.size();
   const int64_t R = static_cast<int64_t>(pos.size());
   std::vector<double> out(static_cast<size_t>(R * width));
   std::vector<float> plain;
-  const RopeTable table(rope, 0, keys ? T : 0);
+  const bool unrotate = keys && !rotated;
+  const RopeTable table(rope, 0, unrotate ? T : 0);
   for (int64_t l = 0; l < g.n_layers; ++l) {
     const float* src = keys ? c.k(l).data() : c.v(l).data();
-    if (keys) {
+    if (unrotate) {
       plain.assign(src, src + T * kv);
       table.rotate(plain.data(), 0, T, g.n_kv_heads, /*inverse=*/true);
       src = plain.data();
@@ -182,6 +183,7 @@ nlohmann::json FitOptions::settings() const {
           {"shard_count", shard_count},
           {"token_identity", token_identity},
           {"embed_tokens", embed_tokens},
+          {"rope_sandwich", rope_sandwich},
           {"sender", sender_name},
           {"receiver", receiver_name},
           {"corpus", corpus_name},
@@ -206,6 +208,7 @@ FitOptions fit_options_from_settings(const nlohmann::json& s) {
     o.shard_count = s.at("shard_count").get<int64_t>();
     o.token_identity = s.at("token_identity").get<bool>();
     o.embed_tokens = s.value("embed_tokens", int64_t{0});  // absent before token features
+    o.rope_sandwich = s.value("rope_sandwich", true);      // absent before the ablation
     o.sender_name = s.at("sender").get<std::string>();
     o.receiver_name = s.at("receiver").get<std::string>();
     o.corpus_name = s.at("corpus").get<std::string>();
@@ -243,6 +246,7 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
     fail("--embed-tokens applies to --method ridge only (not {})", o.method);
   }
   if (o.method == "ridge") l.embed_tokens = o.embed_tokens == kAutoEmbedTokens ? 3 : o.embed_tokens;
+  l.rotated_keys = !o.rope_sandwich;
   if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
     fail("--recompute-layers {} must be in [0, {}] (the receiver's layers)", o.recompute_layers,
          l.receiver.n_layers);
@@ -252,7 +256,8 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
     const int64_t hs = std::llround(static_cast<double>(Lr - r) * static_cast<double>(Ls) / Lr);
     l.boundaries.push_back({r, std::clamp<int64_t>(hs, 0, Ls)});
   }
-  if (o.token_identity) {
+  // The token-identity floor's means are of un-rotated keys; rotated ones mean nothing per token.
+  if (o.token_identity && o.rope_sandwich) {
     const int64_t V = std::min(sender.config().vocab_size, receiver.config().vocab_size);
     const double bytes = static_cast<double>(V) * (1 + 2.0 * Lr * l.receiver.kv_dim()) * 2 * 8;
     if (bytes <= kTokenIdentityBudgetBytes) l.token_vocab = V;
@@ -276,8 +281,8 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   const std::vector<float> e =
       layout.embed_tokens > 0 ? normed_embeddings(receiver, ids) : std::vector<float>();
   const std::vector<double> xk =
-      with_features(layer_rows(sc, sender.rope(), true, pos), layout, e, pos);
-  const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos);
+      with_features(layer_rows(sc, sender.rope(), true, pos, layout.rotated_keys), layout, e, pos);
+  const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos, layout.rotated_keys);
   split.k.add(xk.data(), yk.data(), R);
   const std::vector<double> xv =
       with_features(layer_rows(sc, sender.rope(), false, pos), layout, e, pos);
@@ -498,6 +503,9 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
   map.layers.resize(static_cast<size_t>(Lr));
   for (LayerMap& L : map.layers) L.kv_s = kvs;
   nlohmann::json& info = map.info;
+  // Read by CacheMap: keys mapped as cached, without the sandwich (before k is chosen, so the
+  // candidates are applied as the map will be).
+  if (lay.rotated_keys) info["keys"] = "rotated";
   std::vector<Residual> res_k(Lr), res_v(Lr);
 
   if (o.method == "diagonal") {
@@ -621,6 +629,11 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                             map.features.embed_tokens - 1)
                       : "all KV heads of the listed sender layers, concatenated in ascending "
                         "layer order, keys un-rotated at the sender's RoPE angles";
+  if (lay.rotated_keys) {
+    info["input"] = info["input"].get<std::string>() +
+                    "; here NOT un-rotated: keys as cached, after RoPE, and mapped keys are not "
+                    "re-rotated (the ablation of the RoPE sandwich)";
+  }
 
   // Selective recompute: boundary maps.
   nlohmann::json boundary_res = nlohmann::json::array();
@@ -671,7 +684,7 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     total["v_token_identity"] = residual_json(fvv);
   }
   info["residuals"] = {{"on", has_held ? "held-out rows" : "training rows (nothing held out)"},
-                       {"keys", "un-rotated"},
+                       {"keys", lay.rotated_keys ? "rotated" : "un-rotated"},
                        {"total", total},
                        {"layers", layers},
                        {"boundary", boundary_res}};

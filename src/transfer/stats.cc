@@ -125,9 +125,11 @@ nlohmann::json StatsLayout::to_json() const {
   nlohmann::json b = nlohmann::json::array();
   for (const BoundarySpec& s : boundaries)
     b.push_back({{"r", s.r}, {"sender_hidden", s.sender_hidden}});
-  return {
+  nlohmann::json j = {
       {"kind", kind},    {"sender", geometry_json(sender)}, {"receiver", geometry_json(receiver)},
       {"boundaries", b}, {"token_vocab", token_vocab},      {"embed_tokens", embed_tokens}};
+  if (rotated_keys) j["keys"] = "rotated";  // absent: un-rotated, as every earlier file
+  return j;
 }
 
 StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& source) {
@@ -141,6 +143,9 @@ StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& s
     }
     l.token_vocab = j.at("token_vocab").get<int64_t>();
     l.embed_tokens = j.value("embed_tokens", int64_t{0});  // absent before token features
+    const std::string keys = j.value("keys", std::string("un-rotated"));
+    if (keys != "un-rotated" && keys != "rotated") fail("{}: layout: keys '{}'", source, keys);
+    l.rotated_keys = keys == "rotated";
     if (l.embed_tokens < 0 || l.embed_tokens > 16)
       fail("{}: layout: embed_tokens {}", source, l.embed_tokens);
     return l;

@@ -133,6 +133,47 @@ TEST_F(Fit, CrossGeometryRouteChoosesKByHeldOutNll) {
   for (float v : dst.k(1).subspan(0, 30 * small_cfg_.kv_dim())) ASSERT_TRUE(std::isfinite(v));
 }
 
+// The RoPE sandwich's ablation: a map fitted and applied on keys as cached. It says so in its
+// metadata and file, keeps it through a write and read, and maps keys without un-rotating or
+// re-rotating them (V as the sandwich map does). What it costs is measured on the tiny ladder
+// (molt bench run), not on random weights.
+TEST_F(Fit, RotatedKeysMapSkipsTheSandwich) {
+  FitOptions o = small_options();
+  o.k = 3;
+  o.embed_tokens = 0;
+  FitOptions naive = o;
+  naive.rope_sandwich = false;
+  const MapData sandwich = solve_route(collect(*big_, *small_, corpus_, o), *big_, *small_, o);
+  const RouteStats st = collect(*big_, *small_, corpus_, naive);
+  EXPECT_TRUE(st.layout.rotated_keys);
+  EXPECT_EQ(st.layout.token_vocab, 0);  // no floor on rotated keys
+  const MapData data = solve_route(st, *big_, *small_, naive);
+  EXPECT_EQ(data.info["keys"], "rotated");
+  EXPECT_EQ(data.info["residuals"]["keys"], "rotated");
+  EXPECT_FALSE(sandwich.info.contains("keys"));
+
+  test::TempDir out;
+  write_map_dir(out.path(), data);
+  const MapData back = read_map_dir(out.path());
+  EXPECT_EQ(back.info["keys"], "rotated");
+
+  // The same weights read as a sandwich map: V the same, K not (its rotations differ).
+  MapData as_sandwich = back;
+  as_sandwich.info.erase("keys");
+  const std::vector<int32_t> ids = test::random_ids(30, 97, 5);
+  KVCache src = big_->new_cache(30);
+  big_->forward(ids, src, {});
+  KVCache a = small_->new_cache(30), b = small_->new_cache(30);
+  CacheMap::from_data(back)->apply(*big_, src, *small_, ids, {}, a);
+  CacheMap::from_data(as_sandwich)->apply(*big_, src, *small_, ids, {}, b);
+  const int64_t n = 30 * small_cfg_.kv_dim();
+  for (int64_t l = 0; l < 2; ++l) {
+    EXPECT_EQ(test::max_abs_diff(a.v(l), b.v(l), n), 0.0) << l;
+    EXPECT_GT(test::max_abs_diff(a.k(l), b.k(l), n), 1e-3) << l;
+    for (float v : a.k(l).subspan(0, static_cast<size_t>(n))) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
 TEST_F(Fit, TokenIdentityFloorIsExactWhereKvDependOnTheTokenAlone) {
   // Layer 0's keys (un-rotated) and values are functions of the token id alone: with every id
   // seen in training, the token-identity floor reproduces them on held-out rows.

@@ -7,7 +7,10 @@
 #   maps/ablations/     what the shipped maps are compared with, solved from the same
 #                       statistics: <from>-<to>-ridge, the ridge map without token features
 #                       (the reference), and <from>-<to>-depth, the depth remap (k = 1, the
-#                       proportional sender layer); committed, never a route
+#                       proportional sender layer); from the same windows with statistics of
+#                       their own: <from>-<to>-rope, a ridge map on keys as cached (no RoPE
+#                       sandwich), and l-l-int8-cross, a cross-size ridge map in place of the
+#                       diagonal re-alignment; committed, never a route
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
 #                       recompute r = 1, 2, + anchors, depth remap, zero / token-identity
 #                       floors), `molt transfer needle` at ~700 and ~2,000 tokens and, on
@@ -25,7 +28,9 @@
 # (the routes ladder.json and TRANSFER.md list; default ROUTES), REUSE_STATS=1 (solve again
 # from the calibration statistics an earlier run kept, after a change to the solver or the
 # map format; they record the corpus and settings they were collected with), HEAL_ONLY=1 (keep
-# every map and run: re-run only `molt transfer heal`).
+# every map and run: re-run only `molt transfer heal`), NEW_ABLATIONS_ONLY=1 (with ABLATIONS_ONLY=1:
+# fit only maps/ablations/<route>-rope, the RoPE sandwich's ablation, and l-l-int8-cross, the
+# diagonal re-alignment's).
 set -euo pipefail
 # Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
 # (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
@@ -44,6 +49,7 @@ ABLATIONS_ONLY="${ABLATIONS_ONLY:-0}"
 REPORT_ROUTES="${REPORT_ROUTES:-$ROUTES}"  # the routes ladder.json and TRANSFER.md list
 REUSE_STATS="${REUSE_STATS:-0}"  # 1: re-solve from the statistics kept in work/maps/<route>-stats
 HEAL_ONLY="${HEAL_ONLY:-0}"
+NEW_ABLATIONS_ONLY="${NEW_ABLATIONS_ONLY:-0}"  # with ABLATIONS_ONLY=1: only the RoPE and cross maps
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 # Calibration text (the training corpus) for everything but HEAL_ONLY, which reads only the
@@ -100,6 +106,22 @@ for route in $ROUTES; do
         --continuation 256 --windows 16 --no-floors --threads "$THREADS" --json \
         > "$ladder/maps/eval/$name.${kind##*:}.json"
     done
+    rope_ablation
+  }
+  # The RoPE sandwich's ablation: a ridge map (no token features, k chosen by held-out prefix
+  # NLL, as the reference's) fitted and applied on keys as cached, after RoPE. Its own statistics (rotated keys), on
+  # the same calibration text and windows; `molt bench run` evaluates it.
+  rope_ablation() {
+    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
+      --embed-tokens 0 --no-rope-sandwich --no-floor --sequences "$SEQUENCES" --seq-len 1024 \
+      --threads "$THREADS" --out "$ladder/maps/ablations/$name-rope" >&2
+  }
+  # The diagonal re-alignment's ablation on a precision route: the cross-size ridge map (no
+  # token features, k chosen by held-out prefix NLL) between the same model at two precisions.
+  cross_ablation() {
+    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
+      --embed-tokens 0 --no-floor --sequences "$SEQUENCES" --seq-len 1024 \
+      --threads "$THREADS" --out "$ladder/maps/ablations/$name-cross" >&2
   }
   # The calibration statistics of a ridge route, kept in the work folder (they re-solve the
   # shipped map and its comparisons).
@@ -123,7 +145,11 @@ for route in $ROUTES; do
     heal_runs
     continue
   elif [[ "$ABLATIONS_ONLY" == 1 ]]; then
-    if [[ "$to" != "$from-int8" ]]; then
+    if [[ "$to" == "$from-int8" ]]; then
+      cross_ablation
+    elif [[ "$NEW_ABLATIONS_ONLY" == 1 ]]; then
+      rope_ablation
+    else
       [[ -f "$work/maps/$name-stats/stats-1-of-1.molt-stats" ]] || route_stats
       ablations
     fi
@@ -137,6 +163,7 @@ for route in $ROUTES; do
       --out "$ladder/maps/$name" 2>&1 | tee "$work/maps/fit-$name.log" >&2
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.depth-remap.json"
     echo '{"conditions": []}' > "$ladder/maps/eval/$name.reference-ridge.json"
+    cross_ablation
   else
     if [[ "$REUSE_STATS" != 1 || ! -f "$work/maps/$name-stats/stats-1-of-1.molt-stats" ]]; then
       route_stats

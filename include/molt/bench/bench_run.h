@@ -22,8 +22,7 @@ struct BenchRunOptions {
   bool quick = false;  // 4 prompts × 2 traces (a test's run) instead of 20 × 5
   int threads = 2;
   // The real geometries' synthetic checkpoints, made on the first run and kept (about 20 GB:
-  // Qwen2.5 0.5B, 1.5B and 3B at bf16, int8 and 4-bit; a quick run makes only 0.5B's bf16 and
-  // 4-bit). Empty: no real-geometry sections.
+  // Qwen2.5 0.5B, 1.5B and 3B at bf16, int8 and 4-bit; a quick run makes only 0.5B's, about 2 GB). Empty: no real-geometry sections.
   std::filesystem::path real_dir;
 };
 

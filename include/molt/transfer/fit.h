@@ -59,6 +59,9 @@ struct FitOptions {
   // receiver's normed embeddings of the token and the N − 1 before it, kAutoEmbedTokens: chosen
   // with k by held-out prefix NLL among 0, 1 and 3.
   int64_t embed_tokens = 0;
+  // false: keys mapped as the caches hold them (after RoPE), no un-rotation before the map nor
+  // re-rotation after it: the ablation of the RoPE sandwich. Its maps say "keys": "rotated".
+  bool rope_sandwich = true;
   std::string sender_name, receiver_name, corpus_name;  // names written into the map
   // Where they came from, so `molt fit merge` can reopen them.
   std::string sender_dir, receiver_dir, corpus_path;

@@ -53,6 +53,9 @@ struct StatsLayout {
   // Token features after the sender's inputs (embed_features.h): x gains embed_tokens ·
   // hidden_r columns, the receiver's normed embeddings of the token and those before it.
   int64_t embed_tokens = 0;
+  // Keys as the caches hold them, after RoPE, instead of un-rotated: the "naive map on rotated
+  // keys" that the RoPE sandwich is measured against (an ablation, never a shipped map).
+  bool rotated_keys = false;
   int64_t x_dim() const {
     return sender.n_layers * sender.kv_dim() + embed_tokens * receiver.hidden_size;
   }
