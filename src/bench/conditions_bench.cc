@@ -362,18 +362,21 @@ json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
   json runs = json::array();
   const int64_t total = static_cast<int64_t>(conds.size() * traces.size() * prompts.size());
   int64_t done = 0;
-  for (const Condition& c : conds) {
-    for (const PressureTrace& t : traces) {
-      const int64_t from = pressure_start(t, o.max_tokens);
-      for (size_t i = 0; i < prompts.size(); ++i) {
+  // Every condition on one prompt and trace before the next, each from released rungs: the
+  // machine's drift (other work, bandwidth that moves within minutes) falls on all conditions
+  // alike, so an ablation's paired Δ of stall measures the ablation, not the minute it ran in.
+  for (const PressureTrace& t : traces) {
+    const int64_t from = pressure_start(t, o.max_tokens);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      for (const Condition& c : conds) {
         json r = run_one(*c.ladder, *top, prompts[i], t, c.policy, c.transfer, o, bases[i], from);
         r["condition"] = c.name;
         if (i > 0) r.erase("series");  // per step: kept for the first prompt, which is plotted
         runs.push_back(std::move(r));
+        c.ladder->release_unused();
         if (progress) progress(++done, total);
       }
     }
-    c.ladder->release_unused();
   }
   json summary = json::array();
   std::vector<std::string> trace_names;

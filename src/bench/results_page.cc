@@ -229,12 +229,12 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
 std::string switch_cost_terms(int64_t repeats) {
   return fmt::format(
       "One migration through the runtime's own migrate(), from the budget cut to the receiver's "
-      "first logits: median of {} runs per cell (every run is in the JSON). Warm: the "
+      "first logits: {} per cell (every run is in the JSON). Warm: the "
       "receiver's files in the page cache; cold: evicted with posix_fadvise just before the "
       "switch (the sender stays warm). FLOPs saved: the share of the receiver's re-prefill not "
       "spent before it resumes (heal defers it to the decode steps after the seam). Peak MiB: "
       "weights and caches resident at the seam, by the runtime's accounting.",
-      repeats);
+      repeats == 1 ? std::string("one run") : fmt::format("median of {} runs", repeats));
 }
 
 // Switch cost against context: one plot (log-log) and one table per route; `file_prefix`
@@ -719,6 +719,23 @@ ResultsPage results_page(const json& r) {
   missing.items.emplace_back(
       "The tiny ladder's text is plain rather than fluent: NLL and agreement compare policies, "
       "they do not rate the answers.");
+  if (r.contains("switch")) {
+    missing.items.emplace_back(
+        "Switch cost on the tiny ladder stops at the longest context its rungs were trained "
+        "for (max_position_embeddings); longer contexts are measured at the real geometries.");
+  }
+  if (r.contains("real")) {
+    missing.items.emplace_back(
+        "The real geometries carry random weights: their speed, memory and switch cost are "
+        "real, their text and transfer quality mean nothing (transfer quality is the tiny "
+        "ladder's). Their switch cost is one run per cell.");
+  }
+  if (r.contains("transfer")) {
+    missing.items.emplace_back(
+        "The pressure traces move l → m → s, so the precision route's ablation (a cross-size "
+        "map in place of the diagonal re-alignment) shows in the transfer table of l → l-int8, "
+        "hardly in the conditions.");
+  }
   b.push_back(std::move(missing));
 
   head(2, "Conditions");
