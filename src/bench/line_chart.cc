@@ -72,19 +72,6 @@ std::string line_chart_svg(const LineChart& c) {
   if (c.y_log && !(c.y_min > 0)) fail("chart '{}': a log y axis needs y_min > 0", c.title);
   double lo = scaled(c.x_scale, x_lo), hi = scaled(c.x_scale, x_hi);
   if (hi <= lo) hi = lo + 1;
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
-  auto px = [&](double x) { return kLeft + (scaled(c.x_scale, x) - lo) / (hi - lo) * pw; };
-  auto yv = [&](double y) { return c.y_log ? std::log10(std::max(y, c.y_min)) : y; };
-  auto py = [&](double y) {
-    const double lo_y = yv(c.y_min), hi_y = yv(c.y_max);
-    return kTop + (1 - (std::clamp(yv(y), lo_y, hi_y) - lo_y) / (hi_y - lo_y)) * ph;
-  };
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
-      "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
-      kWidth, kHeight, kLeft, markup_escaped(c.title));
   // y grid: five even steps, or on a log axis 1 and 3 of every decade in range.
   std::vector<double> grid;
   if (c.y_log) {
@@ -97,12 +84,30 @@ std::string line_chart_svg(const LineChart& c) {
   } else {
     for (int i = 0; i <= 4; ++i) grid.push_back(c.y_min + (c.y_max - c.y_min) * i / 4.0);
   }
+  // The plot moves right of its widest y tick label (about 7 px a character at 12 px), so the
+  // axis title beside them never overlaps one.
+  size_t widest = 0;
+  for (const double y : grid) widest = std::max(widest, label(std::round(y * 100) / 100).size());
+  const double left = std::max(kLeft, 28.0 + 7.0 * static_cast<double>(widest));
+  const double pw = kWidth - left - kRight, ph = kHeight - kTop - kBottom;
+  auto px = [&](double x) { return left + (scaled(c.x_scale, x) - lo) / (hi - lo) * pw; };
+  auto yv = [&](double y) { return c.y_log ? std::log10(std::max(y, c.y_min)) : y; };
+  auto py = [&](double y) {
+    const double lo_y = yv(c.y_min), hi_y = yv(c.y_max);
+    return kTop + (1 - (std::clamp(yv(y), lo_y, hi_y) - lo_y) / (hi_y - lo_y)) * ph;
+  };
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{3}</text>\n",
+      kWidth, kHeight, left, markup_escaped(c.title));
   for (const double y : grid) {
     const double Y = py(y);
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#dddddd\"/>\n"
         "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-        kLeft, Y, kLeft + pw, kLeft - 6, Y + 4, label(std::round(y * 100) / 100));
+        left, Y, left + pw, left - 6, Y + 4, label(std::round(y * 100) / 100));
   }
   for (double x : xs) {
     const double X = px(x);
@@ -115,7 +120,7 @@ std::string line_chart_svg(const LineChart& c) {
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888888\"/>\n"
       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
       "<text transform=\"translate(16 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-      kLeft, kTop, pw, ph, kLeft + pw / 2, kHeight - 10, markup_escaped(c.x_label), kTop + ph / 2,
+      left, kTop, pw, ph, left + pw / 2, kHeight - 10, markup_escaped(c.x_label), kTop + ph / 2,
       markup_escaped(c.y_label));
   for (size_t i = 0; i < c.series.size(); ++i) {
     const ChartSeries& s = c.series[i];
@@ -130,7 +135,7 @@ std::string line_chart_svg(const LineChart& c) {
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(x),
                          py(y), s.color);
     }
-    const double ly = kTop + 8 + 18 * static_cast<double>(i), lx = kLeft + pw + 12;
+    const double ly = kTop + 8 + 18 * static_cast<double>(i), lx = left + pw + 12;
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" "
         "stroke-width=\"{4:g}\"{5}/>\n"
