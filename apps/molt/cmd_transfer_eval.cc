@@ -9,6 +9,7 @@
 #include "cmd_transfer_util.h"
 #include "command.h"
 #include "floor_cli.h"
+#include "molt/bench/transfer_bench.h"
 #include "molt/bench/transfer_report.h"
 #include "molt/common/error.h"
 #include "molt/kernels/threads.h"
@@ -81,16 +82,7 @@ void run(const EvalArgs& a) {
                       {"sender_nll", ev.sender_nll},
                       {"native_seam_kl", ev.native_seam_kl},
                       {"token_identity_floor", floor_source}};
-  nlohmann::json cs = nlohmann::json::array();
-  for (const ConditionScore& c : ev.conditions) {
-    cs.push_back({{"condition", c.name},
-                  {"nll", c.nll},
-                  {"nll_gap", c.nll_gap},
-                  {"transfer_kl", c.transfer_kl},
-                  {"seam_kl", c.seam_kl},
-                  {"window_nll_gaps", c.window_gaps}});
-  }
-  j["conditions"] = cs;
+  j["conditions"] = condition_scores_json(ev);
   j["features"] = map->data().features.to_json();
   if (a.json) {
     // The files measured on, checksummed after the measurement (as `molt bench decode` does).

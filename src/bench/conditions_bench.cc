@@ -380,8 +380,9 @@ json run_conditions(Ladder& ladder, std::span<const BenchPrompt> prompts,
   }
   json summary = json::array();
   std::vector<std::string> trace_names;
+  trace_names.reserve(traces.size() + 1);
   for (const PressureTrace& t : traces) trace_names.push_back(t.name);
-  trace_names.push_back("all");
+  trace_names.emplace_back("all");
   for (const Condition& c : conds) {
     const Ablation* ab = nullptr;
     for (const Ablation& a : o.ablations) {

@@ -75,8 +75,9 @@ std::string line_chart_svg(const LineChart& c) {
   // y grid: five even steps, or on a log axis 1 and 3 of every decade in range.
   std::vector<double> grid;
   if (c.y_log) {
-    for (double d = std::pow(10.0, std::floor(std::log10(c.y_min))); d <= c.y_max * 1.0001;
-         d *= 10) {
+    const int first = static_cast<int>(std::floor(std::log10(c.y_min)));
+    for (int e = first; std::pow(10.0, e) <= c.y_max * 1.0001; ++e) {
+      const double d = std::pow(10.0, e);
       for (const double y : {d, 3 * d}) {
         if (y >= c.y_min * 0.9999 && y <= c.y_max * 1.0001) grid.push_back(y);
       }

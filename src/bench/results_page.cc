@@ -225,6 +225,14 @@ LineChart usage_chart(const json& conditions, const std::string& trace, const st
   return c;
 }
 
+// A plot of the page: its SVG under `file` (relative to the page) and a figure block.
+void add_figure(const std::string& file, const std::string& caption, const LineChart& chart,
+                std::vector<Block>& b, ResultsPage& page) {
+  const std::string svg = line_chart_svg(chart);
+  page.figures.emplace_back(file, svg);
+  b.push_back({Block::kFigure, 2, caption, {}, {}, file, svg});
+}
+
 // What every switch-cost table means (the tiny ladder's and the real geometries').
 std::string switch_cost_terms(int64_t repeats) {
   return fmt::format(
@@ -312,16 +320,8 @@ void switch_section(const json& sw, const std::string& heading, const std::strin
     }
     c.y_min = std::max(0.1, std::pow(10.0, std::floor(std::log10(std::max(c.y_min, 0.1)))));
     c.y_max = std::pow(10.0, std::ceil(std::log10(std::max(c.y_max, c.y_min * 10))));
-    const std::string file = fmt::format("results/{}-{}-{}.svg", file_prefix, from, to);
-    const std::string svg = line_chart_svg(c);
-    page.figures.emplace_back(file, svg);
-    b.push_back({Block::kFigure,
-                 2,
-                 fmt::format("Switch ms against context, {} → {}", from, to),
-                 {},
-                 {},
-                 file,
-                 svg});
+    add_figure(fmt::format("results/{}-{}-{}.svg", file_prefix, from, to),
+               fmt::format("Switch ms against context, {} → {}", from, to), c, b, page);
     b.push_back(std::move(t));
   }
 }
@@ -561,16 +561,9 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
         rt.rows.push_back(std::move(row));
       }
       c.y_max = std::ceil(std::max(c.y_max, 0.01) * 10) / 10;
-      const std::string file = fmt::format("results/residuals-{}-{}.svg", from, to);
-      const std::string svg = line_chart_svg(c);
-      page.figures.emplace_back(file, svg);
-      b.push_back({Block::kFigure,
-                   2,
-                   fmt::format("Relative RMS residual per receiver layer, {} → {}", from, to),
-                   {},
-                   {},
-                   file,
-                   svg});
+      add_figure(fmt::format("results/residuals-{}-{}.svg", from, to),
+                 fmt::format("Relative RMS residual per receiver layer, {} → {}", from, to), c, b,
+                 page);
       b.push_back(std::move(rt));
     }
     // Needles: one column per context.
@@ -776,17 +769,9 @@ ResultsPage results_page(const json& r) {
     const std::string name = t.at("name").get<std::string>();
     head(3, fmt::format("Trace `{}`", name));
     para(t.at("description").get<std::string>());
-    const std::string file = fmt::format("results/conditions-{}.svg", name);
-    const std::string svg = line_chart_svg(usage_chart(cond, name, first_prompt));
-    page.figures.emplace_back(file, svg);
-    b.push_back(
-        {Block::kFigure,
-         2,
-         fmt::format("Budget and accounted usage per session step, prompt {}", first_prompt),
-         {},
-         {},
-         file,
-         svg});
+    add_figure(fmt::format("results/conditions-{}.svg", name),
+               fmt::format("Budget and accounted usage per session step, prompt {}", first_prompt),
+               usage_chart(cond, name, first_prompt), b, page);
     b.push_back(table_for(name));
   }
   const json& ablations = at(cond, "ablations", "conditions");

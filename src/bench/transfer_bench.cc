@@ -19,6 +19,19 @@ namespace molt {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+json condition_scores_json(const TransferEval& ev) {
+  json cs = json::array();
+  for (const ConditionScore& c : ev.conditions) {
+    cs.push_back({{"condition", c.name},
+                  {"nll", c.nll},
+                  {"nll_gap", c.nll_gap},
+                  {"transfer_kl", c.transfer_kl},
+                  {"seam_kl", c.seam_kl},
+                  {"window_nll_gaps", c.window_gaps}});
+  }
+  return cs;
+}
+
 json transfer_needles(Ladder& sender_ladder, int sender_rung, Ladder& receiver_ladder,
                       int receiver_rung, const Tokenizer& tok, const ConditionSet& set,
                       bool sender_hidden, const std::vector<NeedleItem>& items) {
@@ -191,15 +204,7 @@ json run_transfer_bench(Ladder& ladder, const fs::path& text, const fs::path& ne
     }
     const TransferEval ev =
         evaluate_transfer(sender, receiver, windows, o.prefix, set.conditions, !recompute.empty());
-    json cs = json::array();
-    for (const ConditionScore& c : ev.conditions) {
-      cs.push_back({{"condition", c.name},
-                    {"nll", c.nll},
-                    {"nll_gap", c.nll_gap},
-                    {"transfer_kl", c.transfer_kl},
-                    {"seam_kl", c.seam_kl},
-                    {"window_nll_gaps", c.window_gaps}});
-    }
+    json cs = condition_scores_json(ev);
     // Each gap as a share of the token-identity floor's and of the reference ridge's: how much
     // of what a cache without the sender's context loses the map wins back (issue 21).
     for (const auto& [field, name] : {std::pair{"gap_vs_token_identity", kTokenIdentityName},

@@ -20,6 +20,7 @@
 namespace molt {
 
 class Tokenizer;
+struct TransferEval;
 
 struct TransferBenchOptions {
   int64_t prefix = 768, continuation = 256, windows = 16;  // as tools/tiny-ladder/routes.sh
@@ -28,6 +29,10 @@ struct TransferBenchOptions {
   std::vector<std::pair<int64_t, int64_t>> needles = {{700, 20}, {2048, 10}};  // context, count
   std::vector<int> needle_recompute = {2};
 };
+
+// [{condition, nll, nll_gap, transfer_kl, seam_kl, window_nll_gaps}] of an evaluation, as
+// `molt transfer eval --json` and `molt bench run` write them.
+nlohmann::json condition_scores_json(const TransferEval& ev);
 
 // Needles answered greedily after the switch right before the answer: the sender reads the
 // prompt (no switch), the receiver reads it (re-prefill), then each condition of `set` fills
