@@ -597,6 +597,28 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
                    "",
                    ""});
       b.push_back(std::move(nt));
+      // Quality against context, one line per mechanism (and the floors), when there are
+      // several contexts.
+      if (needles.size() > 1) {
+        LineChart c;
+        c.title = fmt::format("{} → {}: needle accuracy against context", from, to);
+        c.x_label = "tokens of context before the switch";
+        c.y_label = "accuracy";
+        c.x_scale = XScale::kLog;
+        const char* colors[] = {"#333333", "#999999", "#1b9e77", "#d95f02", "#7570b3", "#e7298a"};
+        for (size_t i = 0; i < first.size(); ++i) {
+          ChartSeries sr{
+              first.at(i).at("condition").get<std::string>(), colors[i % 6], i >= 4, 2, {}};
+          for (const json& n : needles) {
+            sr.points.emplace_back(n.at("context").get<double>(),
+                                   n.at("conditions").at(i).at("accuracy").get<double>());
+          }
+          c.series.push_back(std::move(sr));
+        }
+        add_figure(fmt::format("results/needles-{}-{}.svg", from, to),
+                   fmt::format("Needle accuracy against context per condition, {} → {}", from, to),
+                   c, b, page);
+      }
     }
   }
 }
