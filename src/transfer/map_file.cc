@@ -412,6 +412,13 @@ MapData read_map_dir(const std::filesystem::path& dir) {
       map.info[key] = meta_value(value);
     }
   }
+  // How the keys were mapped: un-rotated (the RoPE sandwich; absent in every file before the
+  // ablation) or as cached ("rotated", the ablation's maps).
+  if (map.info.contains("keys") && map.info["keys"] != "un-rotated" &&
+      map.info["keys"] != "rotated") {
+    fail("{}: __metadata__ 'keys' is {}, expected \"un-rotated\" or \"rotated\"", file.string(),
+         map.info["keys"].dump());
+  }
   const CacheGeometry& gs = map.sender.geometry;
   const CacheGeometry& gr = map.receiver.geometry;
   const int64_t hd = gr.head_dim, kvr = gr.kv_dim(), kvs = gs.kv_dim();

@@ -170,6 +170,18 @@ TEST_F(MapFile, AnotherRouteIsRefusedNamingTheField) {
   EXPECT_NE(e.find("receiver head_dim is 24 in the map but 12"), std::string::npos) << e;
 }
 
+TEST_F(MapFile, AnUnknownKeysModeIsRefused) {
+  MapData m = sample_map(*big_, *small_);
+  m.info["keys"] = "sideways";
+  write_map_dir(maps_, m);
+  const std::string e = load_error(*big_, *small_);
+  EXPECT_NE(e.find("'keys' is \"sideways\""), std::string::npos) << e;
+  EXPECT_NE(e.find("map.safetensors"), std::string::npos) << e;
+  m.info["keys"] = "rotated";  // the RoPE sandwich's ablation reads back as it was written
+  write_map_dir(maps_, m);
+  EXPECT_EQ(read_map_dir(maps_).info["keys"], "rotated");
+}
+
 TEST_F(MapFile, AMissingOrMisshapenTensorIsNamed) {
   // Rewrite the file without one tensor (and a fresh index, so the checksum passes).
   auto st = SafetensorsFile::open(maps_ / "map.safetensors");
