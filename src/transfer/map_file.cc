@@ -200,8 +200,8 @@ std::string verify_entry(const std::filesystem::path& dir, const nlohmann::json&
                          const std::string& name) {
   const std::filesystem::path index_path = dir / kIndexFile;
   if (!index["files"].contains(name)) fail("{}: does not list {}", index_path.string(), name);
-  const std::string have = sha256_file(dir / name),
-                    want = index["files"][name]["sha256"].get<std::string>();
+  std::string have = sha256_file(dir / name);  // returned: not const, so it moves
+  const std::string want = index["files"][name]["sha256"].get<std::string>();
   if (have != want) {
     fail(
         "{}: SHA-256 of {} is {} but the index says {}: the file is corrupt or was changed "
