@@ -179,15 +179,15 @@ json run_transfer_bench(Ladder& ladder, const fs::path& text, const fs::path& ne
     r["recompute"] = recompute;
     r["anchors"] = anchors;
     ConditionSet set = transfer_conditions(*map, sender, receiver, recompute, anchors);
-    std::vector<std::unique_ptr<CacheMap>> alt_maps;
-    std::vector<ConditionSet> alt_sets;
+    std::vector<std::unique_ptr<CacheMap>> alt_maps;  // the comparison conditions' fillers
     for (const auto& [label, dir] : ablation_maps(route->maps)) {
       alt_maps.push_back(CacheMap::load(dir, sender, receiver));
-      alt_sets.push_back(transfer_conditions(*alt_maps.back(), sender, receiver, {}, {}));
-      for (Condition& c : alt_sets.back().conditions) {
-        c.name = label;
-        set.conditions.push_back(c);  // its filler refers to alt_maps, kept alive here
-      }
+      // A map alone (no recompute, anchors or floors): one condition, its filler refers to the
+      // map and the models only.
+      Condition c =
+          std::move(transfer_conditions(*alt_maps.back(), sender, receiver, {}, {}).conditions[0]);
+      c.name = label;
+      set.conditions.push_back(std::move(c));
       r["ablation_sha256"][label] = map_files_sha256(dir);
     }
     if (floor) add_floors(set, receiver, *token_floor);
