@@ -11,6 +11,7 @@
 #include "molt/kernels/kv_rows.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/ops.h"
+#include "molt/kernels/quant.h"
 #include "molt/kernels/threads.h"
 #include "molt/ladder/process_memory.h"
 #include "molt/model/model.h"
@@ -221,6 +222,7 @@ nlohmann::json run_decode_bench(const std::filesystem::path& path, const DecodeB
       {"prefill_tok_s", prefill_tok_s},
       {"gemm", gemm_path_name(q0.dtype)},
       {"simd", simd_target_name()},
+      {"quant_kernel", q0.quantized() ? qmatvec_kernel_name() : "none (dense weights)"},
       {"kv_dtype", kv_dtype_name(a.kv_dtype)},
       {"kv_bytes_per_token", cache.kv_bytes_per_token()},
       {"decode_tok_s", decode_tok_s},

@@ -22,8 +22,9 @@
 // one extra feature) MLX weights take 512-bit kernels built on vpdpbusd: RowsAffineW for the
 // MLX layout at 4 and 8 bits, Blocks8W for 4-bit rows by 8.
 //
-// Other targets (SSE4, NEON, scalar, ...) and shapes the chunks do not tile take an exact f32
-// path.
+// Other targets (NEON, SVE, SSE4, EMU128, ...) take a portable kernel in Highway ops with the same
+// int8 rounding of x and the same integer sums (below); shapes the chunks do not tile take an
+// exact f32 path.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmatvec.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -35,6 +36,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -997,16 +999,188 @@ bool PrefersRows8() {
   return true;
 }
 
-#else
+const char* KernelName() {
+#if HWY_TARGET <= HWY_AVX3
+  if (qmatvec_vnni_enabled()) return "AVX-512 VNNI";
+#endif
+  return "AVX2";
+}
+
+#else  // every other target: NEON, SVE, SSE4, EMU128, ...
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The portable kernel, in Highway ops only. x is rounded to int8 exactly as the AVX2 kernels
+// round it (same blocks, same f32 multiply, to nearest even), so every int8 value and every
+// integer sum equals theirs; only the f32 steps after them run in another order, and results
+// differ from the AVX2 ones by f32 rounding alone (tested on x86 through the SSE4 target, on
+// arm64 through the cross-architecture fixture). Products are widened to int16 lanes and summed
+// in int32 by ReorderWidenMulAccumulate (vmlal on NEON: Highway 1.0.3 has no dot-product op).
+// Rows are read one at a time and whole: MLX rows by 8 are gathered into a row first.
+
+// Inputs per x scale, as XBlock chooses them on AVX2: 64 at 4 bits and for 8-bit affine groups
+// of 64 or more, else 32.
+HWY_INLINE int64_t PortableXBlock(const WeightMatrix& w) {
+  if (w.dtype == DType::I8) return 32;
+  return w.bits == 4 || w.group_size % 64 == 0 ? 64 : 32;
+}
+
+// Whether w's groups tile the blocks (the shapes the AVX2 kernels take, KindOf).
+HWY_INLINE bool PortableApplies(const WeightMatrix& w) {
+  if (w.dtype == DType::I8 || w.bits == 8) return w.group_size % 32 == 0;
+  if (w.rows8) return w.cols % 64 == 0 && (w.group_size == 32 || w.group_size % 64 == 0);
+  return w.group_size % 64 == 0 || (w.group_size == 32 && w.cols % 64 == 0);
+}
+
+// x rounded for one weight format: q (at 4 bits per 64 inputs the 32 even ones, then the 32
+// odd ones, to meet the low and high nibbles), one scale per block and the exact Σx per group.
+struct XQ {
+  std::vector<int8_t> q;
+  std::vector<float> dx, xsum;
+};
+
+void PrepareX(const WeightMatrix& w, const float* x, XQ& b) {
+  const hn::CappedTag<float, 16> df;  // at most 16 lanes: they divide a block of 32
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t xb = PortableXBlock(w), nb = w.cols / xb, G = w.group_size, ng = w.groups();
+  b.q.resize(static_cast<size_t>(w.cols));
+  b.dx.resize(static_cast<size_t>(nb));
+  b.xsum.resize(static_cast<size_t>(ng));
+  alignas(64) int8_t t[64];
+  for (int64_t c = 0; c < nb; ++c) {
+    const float* xc = x + c * xb;
+    auto m = hn::Zero(df);
+    for (int64_t i = 0; i < xb; i += N) m = hn::Max(m, hn::Abs(hn::LoadU(df, xc + i)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, m));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    b.dx[static_cast<size_t>(c)] = amax / 127.0f;
+    int8_t* qc = b.q.data() + c * xb;
+    int8_t* dst = w.bits == 4 ? t : qc;
+    for (int64_t i = 0; i < xb; i += N) {
+      const auto r = hn::NearestInt(hn::Mul(hn::LoadU(df, xc + i), hn::Set(df, inv)));
+      hn::StoreU(hn::DemoteTo(d8, r), d8, dst + i);
+    }
+    if (w.bits == 4) {
+      for (int64_t k = 0; k < 32; ++k) {
+        qc[k] = t[2 * k];
+        qc[32 + k] = t[2 * k + 1];
+      }
+    }
+  }
+  for (int64_t g = 0; g < ng; ++g) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < G; ++i) s += x[g * G + i];
+    b.xsum[static_cast<size_t>(g)] = s;
+  }
+}
+
+// Row r of W · x, its bytes at wb (row-major: int8, 8-bit or 4-bit). One integer sum per unit
+// of min(block, group) inputs, converted once and scaled by (x scale) × (group scale); the
+// affine bias term from the exact group sums of x at the end.
+template <int BITS, bool kSigned>
+HWY_INLINE float RowPortable(const WeightMatrix& w, const uint8_t* wb, int64_t r, const XQ& xq) {
+  const hn::CappedTag<int16_t, 16> d16;  // at most 16 lanes: they divide a unit's 16 bytes
+  const hn::Rebind<uint8_t, decltype(d16)> du8;
+  const hn::Rebind<int8_t, decltype(d16)> di8;
+  const hn::RepartitionToWide<decltype(d16)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d16));
+  const int64_t xb = PortableXBlock(w), G = w.group_size, unit = std::min(xb, G);
+  const int8_t* q = xq.q.data();
+  auto acc = hn::Zero(df);
+  for (int64_t u0 = 0; u0 < w.cols; u0 += unit) {
+    auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+    if constexpr (BITS == 4) {
+      // Byte j of the unit holds inputs u0 + 2j (low nibble) and u0 + 2j + 1 (high).
+      const int8_t* xe = q + (u0 / 64) * 64 + (u0 % 64) / 2;
+      const uint8_t* p = wb + u0 / 2;
+      for (int64_t j = 0; j < unit / 2; j += N) {
+        const auto raw = hn::PromoteTo(d16, hn::LoadU(du8, p + j));
+        const auto lo = hn::And(raw, hn::Set(d16, 15)), hi = hn::ShiftRight<4>(raw);
+        s0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(di8, xe + j)),
+                                           s0, s1);
+        s0 = hn::ReorderWidenMulAccumulate(
+            d32, hi, hn::PromoteTo(d16, hn::LoadU(di8, xe + 32 + j)), s0, s1);
+      }
+    } else {
+      for (int64_t j = u0; j < u0 + unit; j += N) {
+        const auto wv = kSigned ? hn::PromoteTo(d16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(wb) + j))
+                                : hn::PromoteTo(d16, hn::LoadU(du8, wb + j));
+        s0 = hn::ReorderWidenMulAccumulate(d32, wv, hn::PromoteTo(d16, hn::LoadU(di8, q + j)), s0,
+                                           s1);
+      }
+    }
+    const float sc = scale_at(w.scale_dtype, w.scales, table_index(w, r, u0 / G)) *
+                     xq.dx[static_cast<size_t>(u0 / xb)];
+    acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, sc), acc);
+  }
+  float y = hn::GetLane(hn::SumOfLanes(df, acc));
+  if (w.dtype == DType::U32) {
+    for (int64_t g = 0; g < w.groups(); ++g) {
+      y = std::fma(scale_at(w.scale_dtype, w.biases, table_index(w, r, g)),
+                   xq.xsum[static_cast<size_t>(g)], y);
+    }
+  }
+  return y;
+}
+
+// This thread's share of y = W x for the nv vectors (inside a parallel region).
+template <int BITS, bool kSigned>
+void RunPortable(const WeightMatrix& w, const XQ* xq, int64_t nv, float* y) {
+  const int64_t row_bytes = w.cols * BITS / 8;
+  thread_local std::vector<uint8_t> gathered;  // a row of rows-by-8 weights, made contiguous
+  gathered.resize(static_cast<size_t>(row_bytes));
+  ForThreadRowsQ<1>(w.rows, [&]<int R>(std::integral_constant<int, R>, int64_t r, int64_t) {
+    const uint8_t* wb = static_cast<const uint8_t*>(w.data) + r * row_bytes;
+    if (w.rows8) {
+      const RowWords words = row_words(w, r);
+      for (int64_t j = 0; j < row_bytes / 4; ++j) {
+        const uint32_t word = words[j];
+        std::memcpy(gathered.data() + 4 * j, &word, 4);
+      }
+      wb = gathered.data();
+    }
+    for (int64_t v = 0; v < nv; ++v) y[v * w.rows + r] = RowPortable<BITS, kSigned>(w, wb, r, xq[v]);
+  });
+}
 
 bool PrefersRows8() {
   return false;
 }
 
+const char* KernelName() {
+  static const std::string name = std::string("portable (Highway ") + hwy::TargetName(HWY_TARGET) + ")";
+  return name.c_str();
+}
+
+// As on AVX2: x is rounded once per weight and vector, and the threads are woken once for all
+// the weights; shapes the blocks do not tile take the exact path after the region.
 void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv, float* const* ys) {
+  thread_local std::vector<XQ> xq;
+  if (xq.size() < static_cast<size_t>(n * nv)) xq.resize(static_cast<size_t>(n * nv));
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t v = 0; v < nv; ++v)
+    if (!PortableApplies(ws[i])) continue;
+    for (int64_t v = 0; v < nv; ++v) PrepareX(ws[i], x + v * ws[i].cols, xq[i * nv + v]);
+  }
+  const XQ* xb = xq.data();  // the caller's buffers: inside the region `xq` names each thread's own
+#pragma omp parallel
+  for (int64_t i = 0; i < n; ++i) {
+    const WeightMatrix& w = ws[i];
+    if (!PortableApplies(w)) continue;
+    if (w.dtype == DType::I8) {
+      RunPortable<8, true>(w, xb + i * nv, nv, ys[i]);
+    } else if (w.bits == 8) {
+      RunPortable<8, false>(w, xb + i * nv, nv, ys[i]);
+    } else {
+      RunPortable<4, false>(w, xb + i * nv, nv, ys[i]);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (PortableApplies(ws[i])) continue;
+    for (int64_t v = 0; v < nv; ++v) {
       qmatvec_exact(ws[i], x + v * ws[i].cols, ys[i] + v * ws[i].rows);
+    }
   }
 }
 
@@ -1021,9 +1195,14 @@ namespace molt {
 
 HWY_EXPORT(QMatvecMulti);
 HWY_EXPORT(PrefersRows8);
+HWY_EXPORT(KernelName);
 
 bool rows8_preferred() {
   return HWY_DYNAMIC_DISPATCH(PrefersRows8)();
+}
+
+const char* qmatvec_kernel_name() {
+  return HWY_DYNAMIC_DISPATCH(KernelName)();
 }
 
 namespace {

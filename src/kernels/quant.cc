@@ -1,6 +1,7 @@
-// Quantisers (MLX affine, symmetric int8), scalar dequantisation and the exact f32 quantised
-// matvec. The dequantisation formula must stay bit-identical to tools/reference/mlx_quant.py,
-// so floating-point contraction (a·b + c → fma) is off in this file.
+// Quantisers (MLX affine, symmetric int8), the checked row dequantiser and the exact f32 quantised
+// matvec (the row dequantiser's Highway kernel: dequantize.cc). The quantisers' arithmetic must
+// stay bit-identical to tools/reference/mlx_quant.py, so floating-point contraction
+// (a·b + c → fma) is off in this file.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -204,30 +205,6 @@ QuantizedMatrix quantize_int8(const WeightMatrix& w, int64_t group_size) {
     }
   }
   return q;
-}
-
-void dequantize_row_q(const WeightMatrix& w, int64_t row, float* out) {
-  const int64_t G = w.group_size, ng = w.groups();
-  if (w.dtype == DType::I8) {
-    const int8_t* q = static_cast<const int8_t*>(w.data) + row * w.cols;
-    for (int64_t g = 0; g < ng; ++g) {
-      const float s = scale_at(w.scale_dtype, w.scales, row * ng + g);
-      for (int64_t i = g * G; i < (g + 1) * G; ++i) out[i] = s * static_cast<float>(q[i]);
-    }
-    return;
-  }
-  const int per = 32 / w.bits;
-  const uint32_t mask = (1u << w.bits) - 1u;
-  const RowWords words = row_words(w, row);
-  for (int64_t g = 0; g < ng; ++g) {
-    const float s = scale_at(w.scale_dtype, w.scales, table_index(w, row, g));
-    const float b = scale_at(w.scale_dtype, w.biases, table_index(w, row, g));
-    for (int64_t i = g * G; i < (g + 1) * G; ++i) {
-      const uint32_t q = (words[i / per] >> ((i % per) * w.bits)) & mask;
-      const float p = s * static_cast<float>(q);
-      out[i] = p + b;
-    }
-  }
 }
 
 void qmatvec_exact(const WeightMatrix& w, const float* x, float* y) {

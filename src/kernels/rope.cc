@@ -1,11 +1,55 @@
-// RoPE: the one implementation of the angle math (see ops.h).
+// RoPE: the one implementation of the angle math (see ops.h). The rotation runs in Highway ops,
+// compiled once per CPU target and dispatched at run time; each output is a·cos − b·sin (or
+// b·cos + a·sin) with the two products and the sum rounded separately, as the reference formula
+// q·cos + rotate_half(q)·sin, so every target gives the same floats: this file is compiled with
+// -ffp-contract=off (CMakeLists.txt), or GCC would fuse them wherever the target has FMA.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/rope.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
 #include <cmath>
 #include <vector>
 
+#include "hwy/highway.h"
 #include "molt/common/error.h"
 #include "molt/kernels/ops.h"
 
+HWY_BEFORE_NAMESPACE();
 namespace molt {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void RopeRotate(int64_t head_dim, const float* cos, const float* sin, float* x, int64_t n_heads,
+                bool inverse) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    int64_t i = 0;
+    for (; i + N <= half; i += N) {
+      const auto c = hn::LoadU(d, cos + i), a = hn::LoadU(d, v + i), b = hn::LoadU(d, v + i + half);
+      auto s = hn::LoadU(d, sin + i);
+      if (inverse) s = hn::Neg(s);
+      hn::StoreU(hn::Add(hn::Mul(a, c), hn::Mul(hn::Neg(b), s)), d, v + i);
+      hn::StoreU(hn::Add(hn::Mul(b, c), hn::Mul(a, s)), d, v + i + half);
+    }
+    for (; i < half; ++i) {
+      const float s = inverse ? -sin[i] : sin[i];
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] + (-b) * s;
+      v[i + half] = b * cos[i] + a * s;
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace molt
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace molt {
+HWY_EXPORT(RopeRotate);
+
 namespace {
 
 void check(const RopeSpec& spec, const char* what) {
@@ -60,17 +104,7 @@ void rope_cos_sin(const RopeSpec& spec, int64_t pos, float* cos, float* sin, int
 
 void rope_rotate(int64_t head_dim, const float* cos, const float* sin, float* x, int64_t n_heads,
                  bool inverse) {
-  const int64_t half = head_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* v = x + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const float s = inverse ? -sin[i] : sin[i];
-      const float a = v[i], b = v[i + half];
-      // Same operations as q * cos + rotate_half(q) * sin.
-      v[i] = a * cos[i] + (-b) * s;
-      v[i + half] = b * cos[i] + a * s;
-    }
-  }
+  HWY_DYNAMIC_DISPATCH(RopeRotate)(head_dim, cos, sin, x, n_heads, inverse);
 }
 
 void rope_apply(const RopeSpec& spec, int64_t pos, float* x, int64_t n_heads, bool inverse) {
@@ -88,3 +122,4 @@ void rope_shift(const RopeSpec& spec, int64_t from, int64_t to, float* x, int64_
 }
 
 }  // namespace molt
+#endif  // HWY_ONCE

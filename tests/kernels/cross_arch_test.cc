@@ -143,9 +143,10 @@ TEST(CrossArch, QuantisedKernelsAgreeWithTheX86Fixture) {
   }
   const auto j = nlohmann::json::parse(test::read_file(kFixture));
   ASSERT_EQ(j.at("cases").size(), std::size(kLayouts));
-  std::printf("    fixture from %s (%s); this machine: %s\n",
+  std::printf("    fixture from %s (%s); this machine: %s, quantised kernel %s\n",
               j["produced_on"]["arch"].get<std::string>().c_str(),
-              j["produced_on"]["simd"].get<std::string>().c_str(), simd_target_name());
+              j["produced_on"]["simd"].get<std::string>().c_str(), simd_target_name(),
+              qmatvec_kernel_name());
   for (size_t c = 0; c < std::size(kLayouts); ++c) {
     const Layout& L = kLayouts[c];
     const auto& f = j["cases"][c];

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -98,6 +100,73 @@ TEST_P(QuantMatvec, MatchesDequantizedReference) {
 }
 
 MOLT_INSTANTIATE_PER_SIMD_TARGET(QuantMatvec);
+
+// The row dequantiser (prefill's tiles, embeddings) gives scale · q (+ bias), rounded after the
+// multiply and after the add, bit for bit on every target: groups that fill whole vectors and
+// groups that leave a scalar tail (G = 8, 24, 40, 96), row-major and rows by 8.
+TEST_P(QuantMatvec, DequantizedRowsAreTheScalarFormulaBitForBit) {
+  const int64_t rows = 16, cols = 1920;  // divisible by every group below
+  const auto w = random_floats(static_cast<size_t>(rows * cols), 41, -2.0f, 3.0f);
+  std::vector<QuantizedMatrix> all;
+  const Case cases[] = {{"affine", 4, 32, DType::BF16}, {"affine", 4, 128, DType::F32},
+                        {"affine", 8, 32, DType::F16},  {"affine", 8, 64, DType::BF16},
+                        {"int8", 8, 0, DType::F32},     {"int8", 8, 32, DType::F32}};
+  for (const Case& c : cases) all.push_back(make(c, w, rows, cols));
+  // Groups the quantiser does not make but a file may hold (any divisor of cols): random words,
+  // scales and biases.
+  std::mt19937 rng(42);
+  for (const int bits : {4, 8, 0}) {  // 0: symmetric int8
+    for (const int64_t g : {8, 24, 40}) {
+      QuantizedMatrix q;
+      q.dtype = bits == 0 ? DType::I8 : DType::U32;
+      q.rows = rows;
+      q.cols = cols;
+      q.bits = bits == 0 ? 8 : bits;
+      q.group_size = g;
+      q.scale_dtype = DType::F32;
+      q.data.resize(static_cast<size_t>(rows * cols * q.bits / 8));
+      for (uint8_t& b : q.data) b = static_cast<uint8_t>(rng());
+      const auto sc = random_floats(static_cast<size_t>(rows * cols / g), rng(), 0.01f, 0.2f);
+      const auto bi = random_floats(sc.size(), rng(), -1.0f, 1.0f);
+      q.scales.resize(4 * sc.size());
+      if (bits != 0) q.biases.resize(4 * bi.size());
+      std::memcpy(q.scales.data(), sc.data(), q.scales.size());
+      std::memcpy(q.biases.data(), bi.data(), q.biases.size());
+      all.push_back(std::move(q));
+    }
+  }
+  std::vector<QuantizedMatrix> layouts;
+  for (QuantizedMatrix& q : all) {
+    if (q.dtype == DType::U32) layouts.push_back(interleave_rows8(q.view()));
+    layouts.push_back(std::move(q));
+  }
+  {
+    for (const QuantizedMatrix& l : layouts) {
+      const WeightMatrix v = l.view();
+      const std::string what = std::string(dtype_name(v.dtype)) + " bits " +
+                               std::to_string(v.bits) + " group " + std::to_string(v.group_size) +
+                               (v.rows8 ? " rows8" : "");
+      std::vector<float> got(static_cast<size_t>(cols)), want(got.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(v, r, got.data());
+        const RowWords words = row_words(v, r);
+        for (int64_t i = 0; i < cols; ++i) {
+          const int64_t g = i / v.group_size;
+          const float s = scale_at(v.scale_dtype, v.scales, table_index(v, r, g));
+          if (v.dtype == DType::I8) {
+            want[i] = s * static_cast<float>(static_cast<const int8_t*>(v.data)[r * cols + i]);
+            continue;
+          }
+          const int per = 32 / v.bits;
+          const uint32_t qi = (words[i / per] >> ((i % per) * v.bits)) & ((1u << v.bits) - 1u);
+          volatile float p = s * static_cast<float>(qi);  // rounded here, never fused
+          want[i] = p + scale_at(v.scale_dtype, v.biases, table_index(v, r, g));
+        }
+        ASSERT_EQ(got, want) << what << " row " << r;
+      }
+    }
+  }
+}
 
 // matvec_multi (q/k/v and gate/up in one pass) gives exactly matvec's result for each weight:
 // quantised weights of one format, dense ones of one dtype, and mixed sets that it splits up.
@@ -202,6 +271,68 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
       EXPECT_EQ(m1, y) << what;
     }
   }
+}
+
+// The portable kernel (every target below AVX2: NEON, SVE, SSE4, ...) rounds x as the AVX2 kernels
+// do and forms the same integer sums, so on every layout its results equal theirs up to f32
+// rounding (1e-5 of Σ|w·x|, far inside the x-rounding bound an exact-f32 result would differ by);
+// a batch equals each vector alone bit for bit. Run here through the x86 targets below AVX2
+// (SSE4, SSSE3, scalar), against AVX2 itself; skipped where either is missing.
+TEST(QuantMatvecPortable, SameIntegerSumsAsTheAvx2Kernels) {
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  if (std::find(targets.begin(), targets.end(), HWY_AVX2) == targets.end()) {
+    GTEST_SKIP() << "this CPU has no AVX2";
+  }
+  struct Restore {
+    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const Case cases[] = {{"affine", 4, 32, DType::BF16}, {"affine", 4, 64, DType::F16},
+                        {"affine", 4, 128, DType::F32}, {"affine", 8, 32, DType::BF16},
+                        {"affine", 8, 64, DType::BF16}, {"affine", 8, 128, DType::F16},
+                        {"int8", 8, 0, DType::F32},     {"int8", 8, 32, DType::F32},
+                        {"int8", 8, 64, DType::F32}};
+  const int64_t shapes[][2] = {{8, 896}, {37, 256}, {16, 128}, {24, 384}};
+  int checked = 0;
+  for (const Case& c : cases) {
+    for (const auto& s : shapes) {
+      const int64_t rows = s[0], cols = s[1];
+      const int64_t G = c.group == 0 ? cols : c.group;
+      if (cols % G != 0) continue;
+      const auto w = random_floats(static_cast<size_t>(rows * cols), 31);
+      const QuantizedMatrix q = make(c, w, rows, cols);
+      std::vector<QuantizedMatrix> layouts;
+      layouts.push_back(make(c, w, rows, cols));
+      if (std::string(c.mode) == "affine" && rows % 8 == 0) {
+        layouts.push_back(interleave_rows8(q.view()));
+      }
+      const std::vector<float> wq = dequantized(q.view());
+      auto x = random_floats(static_cast<size_t>(2 * cols), 32);
+      x[static_cast<size_t>(cols / 3)] = -25.0f;
+      for (const QuantizedMatrix& l : layouts) {
+        const std::string what = std::string(c.mode) + " bits " + std::to_string(c.bits) +
+                                 " group " + std::to_string(G) + (l.rows8 ? " rows8" : "") +
+                                 " shape " + std::to_string(rows) + "x" + std::to_string(cols);
+        hwy::SetSupportedTargetsForTest(HWY_AVX2);
+        std::vector<float> ref(static_cast<size_t>(rows));
+        matvec(l.view(), x.data(), ref.data());
+        for (const int64_t t : targets) {
+          if (t <= HWY_AVX2) continue;  // AVX2 and above (stronger targets have lower bits)
+          hwy::SetSupportedTargetsForTest(t);
+          std::vector<float> y(static_cast<size_t>(rows)), batch(static_cast<size_t>(2 * rows));
+          matvec(l.view(), x.data(), y.data());
+          matvec_batch(l.view(), x.data(), 2, batch.data());
+          EXPECT_TRUE(std::equal(y.begin(), y.end(), batch.begin())) << what << " " << hwy::TargetName(t);
+          for (int64_t i = 0; i < rows; ++i) {
+            double mag = 0.0;
+            for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
+            ASSERT_NEAR(y[i], ref[i], 1e-5 * mag) << what << " " << hwy::TargetName(t) << " row " << i;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no target below AVX2 is compiled in";
 }
 
 // The AVX-512 VNNI kernels for MLX weights against the double reference and against the AVX2

@@ -100,6 +100,36 @@ TEST(Rope, CosSinTableRotatesBitForBitLikeRopeApply) {
   }
 }
 
+// The rotation on every compiled SIMD target equals the reference formula with each product and
+// sum rounded on its own (no FMA), bit for bit; head_dim 8, 24 and 36 leave a scalar tail.
+class RopePerTarget : public test::PerSimdTarget {};
+
+TEST_P(RopePerTarget, RotationIsTheUnfusedFormulaBitForBit) {
+  for (int64_t d : {8, 24, 36, 64, 128}) {
+    const RopeSpec spec{d, 1e6};
+    const int64_t half = d / 2;
+    std::vector<float> cs(static_cast<size_t>(d));
+    rope_cos_sin(spec, 1234, cs.data(), cs.data() + half);
+    for (bool inverse : {false, true}) {
+      auto got = random_floats(static_cast<size_t>(3 * d), static_cast<uint32_t>(d)), want = got;
+      rope_rotate(d, cs.data(), cs.data() + half, got.data(), 3, inverse);
+      for (int64_t h = 0; h < 3; ++h) {
+        float* v = want.data() + h * d;
+        for (int64_t i = 0; i < half; ++i) {
+          const float c = cs[static_cast<size_t>(i)], s = inverse ? -cs[i + half] : cs[i + half];
+          const float a = v[i], b = v[i + half];
+          volatile float ac = a * c, bs = (-b) * s, bc = b * c, as = a * s;  // never fused
+          v[i] = ac + bs;
+          v[i + half] = bc + as;
+        }
+      }
+      ASSERT_EQ(got, want) << "head_dim " << d << (inverse ? " inverse" : "");
+    }
+  }
+}
+
+MOLT_INSTANTIATE_PER_SIMD_TARGET(RopePerTarget);
+
 TEST(Rope, ShiftMovesAKeyToItsNativeRotationAtTheNewPosition) {
   // Keys rotated at `from`, shifted to `to`, against the un-rotated key rotated at `to`: one
   // rotation's f32 round-off, at positions where the f32 angle itself is coarse.

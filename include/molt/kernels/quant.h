@@ -49,8 +49,13 @@ QuantizedMatrix quantize_affine(const WeightMatrix& w, int bits, int64_t group_s
 QuantizedMatrix interleave_rows8(const WeightMatrix& w);
 
 // Whether this CPU's matvec kernel runs faster on interleaved MLX weights: true on x86 with
-// AVX2 and above (elsewhere the exact path reads either layout at the same speed).
+// AVX2 and above (elsewhere the portable kernel reads a row at a time and gathers interleaved
+// rows first, so the row-major layout is the faster one).
 bool rows8_preferred();
+
+// The quantised decode kernel this CPU dispatches to, for reports: "AVX-512 VNNI", "AVX2" or
+// "portable (Highway <target>)".
+const char* qmatvec_kernel_name();
 
 // Quantises a dense W into symmetric int8; group_size 0 = per output channel, else one of
 // 32, 64, 128 dividing cols. Scales are f32.
