@@ -1,6 +1,6 @@
 // Conversions between f32 rows and a KV cache's stored rows. They run once per new position
-// (encode) or once per layer of a transfer (decode). f16 goes through Highway (F16C on x86,
-// the FCVT instructions on arm64); int8 is scalar (an absmax per head, then a rounding).
+// (encode) or once per layer of a transfer (decode), in Highway ops: f16 through F16C on x86 and
+// the FCVT instructions on arm64; int8 an absmax per head, then a rounding to nearest even.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/kv_rows.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -58,6 +58,40 @@ void F16ToF32(const uint16_t* in, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
 }
 
+// One head of an int8 row: q = x / scale rounded to nearest even (as std::lrint), scale =
+// absmax / 127; returns the scale. Same integers and scale as the scalar formula on every target.
+float I8EncodeHead(const float* x, int64_t n, int8_t* q) {
+  const DF d;
+  const hn::Rebind<int8_t, DF> d8;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto m = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) m = hn::Max(m, hn::Abs(hn::LoadU(d, x + i)));
+  float amax = hn::GetLane(hn::MaxOfLanes(d, m));
+  for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = amax / 127.0f;
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  const auto vinv = hn::Set(d, inv);
+  for (i = 0; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Mul(hn::LoadU(d, x + i), vinv))), d8, q + i);
+  }
+  for (; i < n; ++i) q[i] = static_cast<int8_t>(std::lrint(x[i] * inv));
+  return scale;
+}
+
+void I8DecodeHead(const int8_t* q, int64_t n, float scale, float* y) {
+  const DF d;
+  const hn::Rebind<int32_t, DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto s = hn::Set(d, scale);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i))), s), d, y + i);
+  }
+  for (; i < n; ++i) y[i] = static_cast<float>(q[i]) * scale;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace molt
 HWY_AFTER_NAMESPACE();
@@ -67,6 +101,8 @@ namespace molt {
 
 HWY_EXPORT(F32ToF16);
 HWY_EXPORT(F16ToF32);
+HWY_EXPORT(I8EncodeHead);
+HWY_EXPORT(I8DecodeHead);
 
 std::string_view kv_dtype_name(KvDType t) {
   switch (t) {
@@ -124,15 +160,8 @@ void kv_encode_rows(KvDType t, int64_t n_kv_heads, int64_t head_dim, const float
         auto* q = reinterpret_cast<int8_t*>(r);
         auto* scales = reinterpret_cast<float*>(r + kv);
         for (int64_t h = 0; h < n_kv_heads; ++h) {
-          const float* xh = x + h * head_dim;
-          float amax = 0.0f;
-          for (int64_t i = 0; i < head_dim; ++i) amax = std::max(amax, std::fabs(xh[i]));
-          const float scale = amax / 127.0f;
-          const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-          for (int64_t i = 0; i < head_dim; ++i) {
-            q[h * head_dim + i] = static_cast<int8_t>(std::lrint(xh[i] * inv));
-          }
-          scales[h] = scale;
+          scales[h] = HWY_DYNAMIC_DISPATCH(I8EncodeHead)(x + h * head_dim, head_dim,
+                                                         q + h * head_dim);
         }
         break;
       }
@@ -160,9 +189,8 @@ void kv_decode_rows(KvDType t, int64_t n_kv_heads, int64_t head_dim, const void*
         const auto* q = reinterpret_cast<const int8_t*>(r);
         const auto* scales = reinterpret_cast<const float*>(r + kv);
         for (int64_t h = 0; h < n_kv_heads; ++h) {
-          for (int64_t i = 0; i < head_dim; ++i) {
-            y[h * head_dim + i] = static_cast<float>(q[h * head_dim + i]) * scales[h];
-          }
+          HWY_DYNAMIC_DISPATCH(I8DecodeHead)(q + h * head_dim, head_dim, scales[h],
+                                             y + h * head_dim);
         }
         break;
       }

@@ -85,6 +85,16 @@ TEST_P(KvRowsPerTarget, RoundTrips) {
     }
   }
   for (int64_t i = 0; i < hd; ++i) EXPECT_EQ(q[static_cast<size_t>(2 * heads * hd + hd + i)], 0);
+  // Bit for bit the scalar formula on every target: q = lrint(x / scale), y = q · scale.
+  for (size_t r = 0; r < x.size(); r += static_cast<size_t>(hd)) {
+    float amax = 0;
+    for (int64_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[r + i]));
+    const float scale = amax / 127.0f, inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t i = 0; i < hd; ++i) {
+      const auto qi = static_cast<int8_t>(std::lrint(x[r + i] * inv));
+      ASSERT_EQ(q[r + i], static_cast<float>(qi) * scale) << r + i;
+    }
+  }
 }
 
 struct Case {
