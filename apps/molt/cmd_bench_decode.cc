@@ -54,9 +54,11 @@ void run(const BenchDecodeArgs& a) {
     fmt::print("prefill  {:8.1f} tok/s  ({} tokens, GEMM {}, {} K/V cache, SIMD {})\n",
                f("prefill_tok_s"), a.prompt_tokens, j.at("gemm").get<std::string>(), a.kv_dtype,
                j.at("simd").get<std::string>());
-    fmt::print("decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token, quantised kernel {})\n",
-               f("decode_tok_s"), f("decode_gb_s"), f("weight_bytes_per_token") / 1e6,
-               j.at("quant_kernel").get<std::string>());
+    fmt::print(
+        "decode   {:8.2f} tok/s  ({:.2f} GB/s of weights, {:.1f} MB per token, quantised kernel "
+        "{})\n",
+        f("decode_tok_s"), f("decode_gb_s"), f("weight_bytes_per_token") / 1e6,
+        j.at("quant_kernel").get<std::string>());
     if (a.batch > 1) {
       fmt::print(
           "batch    {:8.2f} tok/s  ({} sequences together; one at a time {:.2f} tok/s, "

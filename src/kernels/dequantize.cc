@@ -30,9 +30,9 @@ HWY_INLINE void Bytes(const uint8_t* p, float s, float b, int64_t i0, int64_t i1
   const auto sv = hn::Set(df, s), bv = hn::Set(df, b);
   int64_t i = i0;
   for (; i + N <= i1; i += N) {
-    const auto q =
-        kSigned ? hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p) + i))
-                : hn::PromoteTo(di, hn::LoadU(du8, p + i));
+    const auto q = kSigned
+                       ? hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p) + i))
+                       : hn::PromoteTo(di, hn::LoadU(du8, p + i));
     const auto v = hn::Mul(sv, hn::ConvertTo(df, q));
     hn::StoreU(kBias ? hn::Add(v, bv) : v, df, out + i);
   }

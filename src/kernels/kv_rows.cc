@@ -160,8 +160,8 @@ void kv_encode_rows(KvDType t, int64_t n_kv_heads, int64_t head_dim, const float
         auto* q = reinterpret_cast<int8_t*>(r);
         auto* scales = reinterpret_cast<float*>(r + kv);
         for (int64_t h = 0; h < n_kv_heads; ++h) {
-          scales[h] = HWY_DYNAMIC_DISPATCH(I8EncodeHead)(x + h * head_dim, head_dim,
-                                                         q + h * head_dim);
+          scales[h] =
+              HWY_DYNAMIC_DISPATCH(I8EncodeHead)(x + h * head_dim, head_dim, q + h * head_dim);
         }
         break;
       }
@@ -189,8 +189,8 @@ void kv_decode_rows(KvDType t, int64_t n_kv_heads, int64_t head_dim, const void*
         const auto* q = reinterpret_cast<const int8_t*>(r);
         const auto* scales = reinterpret_cast<const float*>(r + kv);
         for (int64_t h = 0; h < n_kv_heads; ++h) {
-          HWY_DYNAMIC_DISPATCH(I8DecodeHead)(q + h * head_dim, head_dim, scales[h],
-                                             y + h * head_dim);
+          HWY_DYNAMIC_DISPATCH(I8DecodeHead)
+          (q + h * head_dim, head_dim, scales[h], y + h * head_dim);
         }
         break;
       }

@@ -1098,15 +1098,16 @@ HWY_INLINE float RowPortable(const WeightMatrix& w, const uint8_t* wb, int64_t r
       for (int64_t j = 0; j < unit / 2; j += N) {
         const auto raw = hn::PromoteTo(d16, hn::LoadU(du8, p + j));
         const auto lo = hn::And(raw, hn::Set(d16, 15)), hi = hn::ShiftRight<4>(raw);
-        s0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(di8, xe + j)),
+        s0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(di8, xe + j)), s0,
+                                           s1);
+        s0 = hn::ReorderWidenMulAccumulate(d32, hi, hn::PromoteTo(d16, hn::LoadU(di8, xe + 32 + j)),
                                            s0, s1);
-        s0 = hn::ReorderWidenMulAccumulate(
-            d32, hi, hn::PromoteTo(d16, hn::LoadU(di8, xe + 32 + j)), s0, s1);
       }
     } else {
       for (int64_t j = u0; j < u0 + unit; j += N) {
-        const auto wv = kSigned ? hn::PromoteTo(d16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(wb) + j))
-                                : hn::PromoteTo(d16, hn::LoadU(du8, wb + j));
+        const auto wv =
+            kSigned ? hn::PromoteTo(d16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(wb) + j))
+                    : hn::PromoteTo(d16, hn::LoadU(du8, wb + j));
         s0 = hn::ReorderWidenMulAccumulate(d32, wv, hn::PromoteTo(d16, hn::LoadU(di8, q + j)), s0,
                                            s1);
       }
@@ -1141,7 +1142,8 @@ void RunPortable(const WeightMatrix& w, const XQ* xq, int64_t nv, float* y) {
       }
       wb = gathered.data();
     }
-    for (int64_t v = 0; v < nv; ++v) y[v * w.rows + r] = RowPortable<BITS, kSigned>(w, wb, r, xq[v]);
+    for (int64_t v = 0; v < nv; ++v)
+      y[v * w.rows + r] = RowPortable<BITS, kSigned>(w, wb, r, xq[v]);
   });
 }
 
@@ -1150,7 +1152,8 @@ bool PrefersRows8() {
 }
 
 const char* KernelName() {
-  static const std::string name = std::string("portable (Highway ") + hwy::TargetName(HWY_TARGET) + ")";
+  static const std::string name =
+      std::string("portable (Highway ") + hwy::TargetName(HWY_TARGET) + ")";
   return name.c_str();
 }
 

@@ -321,11 +321,13 @@ TEST(QuantMatvecPortable, SameIntegerSumsAsTheAvx2Kernels) {
           std::vector<float> y(static_cast<size_t>(rows)), batch(static_cast<size_t>(2 * rows));
           matvec(l.view(), x.data(), y.data());
           matvec_batch(l.view(), x.data(), 2, batch.data());
-          EXPECT_TRUE(std::equal(y.begin(), y.end(), batch.begin())) << what << " " << hwy::TargetName(t);
+          EXPECT_TRUE(std::equal(y.begin(), y.end(), batch.begin()))
+              << what << " " << hwy::TargetName(t);
           for (int64_t i = 0; i < rows; ++i) {
             double mag = 0.0;
             for (int64_t k = 0; k < cols; ++k) mag += std::fabs(wq[i * cols + k] * x[k]);
-            ASSERT_NEAR(y[i], ref[i], 1e-5 * mag) << what << " " << hwy::TargetName(t) << " row " << i;
+            ASSERT_NEAR(y[i], ref[i], 1e-5 * mag)
+                << what << " " << hwy::TargetName(t) << " row " << i;
           }
           ++checked;
         }
