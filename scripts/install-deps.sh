@@ -42,10 +42,15 @@ fi
 read -r -a extra <<<"${MOLT_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")
 
+# A bare name means this machine's architecture (or an Architecture: all package): with arm64
+# added, dpkg-query answers for every installed architecture of it, one line each.
+native_arch=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  want=$native_arch
+  [[ $p == *:* ]] && want=${p#*:}
+  status=$(dpkg-query -W -f='${Status}|${Architecture}\n' "$p" 2>/dev/null || true)
+  grep -qxE "install ok installed\|($want|all)" <<<"$status" || missing+=("$p")
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
