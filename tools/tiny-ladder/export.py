@@ -128,7 +128,7 @@ def main():
         if not os.path.exists(ckpt):
             print(f"export: no checkpoint for {size} ({ckpt}); skipped")
             continue
-        saved = torch.load(ckpt)
+        saved = torch.load(ckpt, map_location="cpu")  # a GPU sitting saves CUDA tensors
         cfg = config_for(size)
         d = os.path.join(out, size)
         os.makedirs(d, exist_ok=True)

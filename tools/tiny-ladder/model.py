@@ -78,9 +78,13 @@ class Attention(nn.Module):
         rep = self.nh // self.nkv
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd)) + mask
-        att = F.softmax(att.float(), dim=-1).to(q.dtype)
-        y = (att @ v).transpose(1, 2).reshape(B, T, self.nh * self.hd)
+        if q.is_cuda:  # the fused kernel: same maths, no T x T scores held for backward
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd)) + mask
+            att = F.softmax(att.float(), dim=-1).to(q.dtype)
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, self.nh * self.hd)
         return self.o_proj(y)
 
 
@@ -134,16 +138,17 @@ class Qwen2(nn.Module):
                     std = 0.02 / math.sqrt(2 * c["num_hidden_layers"])
                 nn.init.normal_(p, 0.0, std)
 
-    def tables(self, T):
-        if T not in self._tables:
+    def tables(self, T, device):
+        key = (T, str(device))
+        if key not in self._tables:
             cos, sin = rope_tables(self.c["head_dim"], self.c["rope_theta"], T)
             mask = torch.full((T, T), float("-inf")).triu(1)
-            self._tables = {T: (cos, sin, mask)}
-        return self._tables[T]
+            self._tables = {key: (cos.to(device), sin.to(device), mask.to(device))}
+        return self._tables[key]
 
     def forward(self, ids):
         T = ids.shape[1]
-        cos, sin, mask = self.tables(T)
+        cos, sin, mask = self.tables(T, ids.device)
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)

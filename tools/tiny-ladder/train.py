@@ -11,8 +11,12 @@ Phases (the state is in the checkpoint, so a run resumes where it stopped):
          (--mix) and one fixed length (--seq-len).
 Every --eval-every steps a fixed evaluation set is scored and one CSV row is
 written: tokens, loss, copy/dense/needle accuracy, validation NLL.
+--device cuda trains with bf16 autocast and evaluates in f32; a larger --batch-tokens
+then packs several sequences per step. A checkpoint without optimizer state (import_ckpt.py)
+starts a fresh optimizer with a new warm-up.
 """
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -115,9 +119,10 @@ def answer_runs(mask_row):
 def score(model, ids, mask, chunk=8):
     """Token accuracy and whole-answer exact match on masked tokens."""
     tok_ok = tok_n = ans_ok = ans_n = 0
+    dev = next(model.parameters()).device
     for b in range(0, ids.shape[0], chunk):
-        x = ids[b:b + chunk]
-        m = mask[b:b + chunk]
+        x = ids[b:b + chunk].to(dev)
+        m = mask[b:b + chunk].to(dev)
         pred = model(x[:, :-1]).argmax(-1)
         hit = (pred == x[:, 1:]) & m[:, 1:]
         tok_ok += int(hit.sum())
@@ -136,6 +141,7 @@ def val_nll(model, val_ids, T=512, n=12):
     rng = random.Random(5)
     starts = [rng.randrange(len(val_ids) - T - 1) for _ in range(n)]
     x = torch.tensor(np.stack([val_ids[s:s + T + 1] for s in starts]).astype(np.int64))
+    x = x.to(next(model.parameters()).device)
     tot = 0.0
     for b in range(0, n, 4):
         lg = model(x[b:b + 4, :-1])
@@ -164,11 +170,14 @@ def main():
     ap.add_argument("--size", choices=["l", "m", "s"], required=True)
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--batch-tokens", type=int, default=2048)
     ap.add_argument("--max-tokens", type=float, default=200e6)
     ap.add_argument("--max-minutes", type=float, default=1e9)
+    ap.add_argument("--warmup-steps", type=int, default=200,
+                    help="linear warm-up from the first step (or from an import's fresh optimizer)")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--ckpt-seconds", type=float, default=180)
     ap.add_argument("--copy-gate", type=float, default=0.9)
@@ -179,6 +188,9 @@ def main():
                     help="from this run's start, decay lr linearly to 10%% over N tokens")
     ap.add_argument("--new-cooldown", action="store_true",
                     help="start the --cooldown-tokens decay at this sitting, not an earlier one")
+    ap.add_argument("--cooldown-minutes", type=float, default=0,
+                    help="also decay by this sitting's wall time, whichever is further along "
+                         "(a sitting with a fixed time budget ends cooled down at any speed)")
     ap.add_argument("--mix", type=parse_mix, default=None,
                     help="mix-phase weights, e.g. prose=0.35,needle=0.35,dense=0.2,copy=0.1")
     ap.add_argument("--seq-len", type=int, default=None,
@@ -188,6 +200,9 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # the f32 evaluation's matmuls
     run = args.run or os.path.join(args.work, "runs", args.size)
     os.makedirs(run, exist_ok=True)
     tok = Tokenizer(os.path.join(args.work, "tokenizer", "tokenizer.json"))
@@ -198,7 +213,7 @@ def main():
     evals = EvalSets(Episodes(tok, val_docs), val_ids)
 
     cfg = config_for(args.size)
-    model = Qwen2(cfg)
+    model = Qwen2(cfg).to(dev)
     lr = args.lr or {"s": 2e-3, "m": 1.5e-3, "l": 1e-3}[args.size]
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -209,10 +224,13 @@ def main():
              "wall_s": 0.0, "events": []}
     ckpt = os.path.join(run, "ckpt.pt")
     if os.path.exists(ckpt):
-        saved = torch.load(ckpt)
+        saved = torch.load(ckpt, map_location="cpu")
         model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["opt"])
         state = saved["state"]
+        if "opt" in saved:
+            opt.load_state_dict(saved["opt"])
+        else:  # imported weights: Adam's moments start at zero, so warm up again
+            state["warm_from"] = state["step"]
         log(f"resumed {ckpt} at step {state['step']}, {state['tokens']} tokens, "
             f"phase {state['phase']}")
     csv_path = os.path.join(run, "log.csv")
@@ -250,21 +268,27 @@ def main():
         B = max(1, args.batch_tokens // T)
         rng = random.Random(args.seed * 1_000_003 + state["step"])
         x, _ = mixer.batch(rng, mix, T, B)
-        warm = min(1.0, (state["step"] + 1) / 200)
+        if dev.type == "cuda":  # pinned and async: the next batch is built while the GPU runs
+            x = x.pin_memory().to(dev, non_blocking=True)
+        warm = min(1.0, (state["step"] - state.get("warm_from", 0) + 1) / args.warmup_steps)
         if args.cooldown_tokens:
             state.setdefault("cooldown_from", state["tokens"])
             done = (state["tokens"] - state["cooldown_from"]) / args.cooldown_tokens
+            if args.cooldown_minutes:
+                done = max(done, (time.time() - t_start) / 60 / args.cooldown_minutes)
             warm *= max(0.1, 1.0 - 0.9 * done)
         for g in opt.param_groups:
             g["lr"] = lr * warm
         model.train()
-        logits = model(x[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        with (torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda"
+              else contextlib.nullcontext()):
+            logits = model(x[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.detach())  # read at the next evaluation: no GPU sync per step
         n_tok = B * T
         state["step"] += 1
         state["tokens"] += n_tok
@@ -274,7 +298,8 @@ def main():
         if state["step"] % args.eval_every == 0:
             model.eval()
             row = {"step": state["step"], "tokens": state["tokens"], "phase": state["phase"],
-                   "seq_len": T, "lr": lr * warm, "loss": sum(losses) / len(losses)}
+                   "seq_len": T, "lr": lr * warm,
+                   "loss": sum(float(v) for v in losses) / len(losses)}
             row["copy_acc"] = score(model, *evals.get("copy", 128, 16))[0]
             if state["phase"] != "copy":
                 row["dense_acc"] = score(model, *evals.get("dense", 256, 16))[1]
