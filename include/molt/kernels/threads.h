@@ -3,7 +3,8 @@
 
 namespace molt {
 
-void set_num_threads(int n);  // n <= 0: all cores
+// n <= 0: OMP_NUM_THREADS where it is set to a positive count, else all cores.
+void set_num_threads(int n);
 int num_threads();
 
 }  // namespace molt
