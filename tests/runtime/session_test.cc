@@ -4,6 +4,7 @@
 // a policy re-reads the text, every token is checked against a native prefill of its rung.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -514,6 +515,18 @@ TEST_P(TinyLadder, ForcedMigrationsOnEveryRoute) {
         if (a != b) routes.push_back({a, b});
       }
     }
+  }
+  if (test::under_emulation()) {
+    // Under qemu (emulated floats) the cycle of routes from each rung to the next in ladder
+    // order (l → l-int8 → m → s → l): every rung once as sender and once as receiver.
+    std::vector<std::pair<int, int>> cycle;
+    for (int a = 0; a < l->size(); ++a) {
+      const auto next = std::find_if(routes.begin(), routes.end(), [&](const auto& r) {
+        return r.first == a && r.second == (a + 1) % l->size();
+      });
+      if (next != routes.end()) cycle.push_back(*next);
+    }
+    if (!cycle.empty()) routes = cycle;
   }
   const std::vector<int32_t> prompt =
       l->tokenizer()->encode("initrd provides the capability to load a RAM disk.");
