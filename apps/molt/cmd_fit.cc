@@ -29,6 +29,7 @@ struct FitArgs {
   std::string from, to, corpus, corpus_ids, out;
   std::string k = "auto";
   std::string embed_tokens = "auto";
+  std::string sender_kv = "separate";
   std::string method = "ridge";
   std::string shard;
   double lambda = 0.01;
@@ -39,7 +40,7 @@ struct FitArgs {
   bool no_floor = false;
   bool no_rope_sandwich = false;
   // merge / report
-  std::string dir, merge_out, merge_method, merge_k, merge_embed;
+  std::string dir, merge_out, merge_method, merge_k, merge_embed, merge_sender_kv;
   double merge_lambda = -1;
   bool json = false;
 };
@@ -116,6 +117,7 @@ void run_fit(const FitArgs& a) {
   o.select_windows = a.select_windows;
   o.token_identity = !a.no_floor;
   o.rope_sandwich = !a.no_rope_sandwich;
+  o.sender_kv = a.method == "ridge" ? a.sender_kv : "separate";
   if (a.method != "ridge") {
     o.embed_tokens = 0;  // the callback refused an explicit --embed-tokens
   } else {
@@ -226,7 +228,11 @@ void run_merge(const FitArgs& a) {
   if (!a.merge_k.empty()) o.k = parse_k(a.merge_k);
   if (a.merge_lambda >= 0) o.lambda = a.merge_lambda;
   if (!a.merge_embed.empty()) o.embed_tokens = parse_embed_tokens(a.merge_embed);
-  if (o.method != "ridge") o.embed_tokens = 0;  // features are ridge inputs
+  if (!a.merge_sender_kv.empty()) o.sender_kv = a.merge_sender_kv;
+  if (o.method != "ridge") {  // features are ridge inputs
+    o.embed_tokens = 0;
+    o.sender_kv = "separate";
+  }
   auto sender = Model::load(o.sender_dir);
   auto receiver = Model::load(o.receiver_dir);
   MapData map = solve_route(st, *sender, *receiver, o, log_line);
@@ -276,20 +282,23 @@ void run_report(const FitArgs& a) {
                                                 : stored["summary"].get<std::string>());
   if (info.contains("k"))
     fmt::print("k         {} — {}\n", text_of(info["k"]), text_of(info.value("k_chosen_by", "")));
-  fmt::print("features  {}\n",
-             map.features.embed_tokens > 0
-                 ? fmt::format("the receiver's embeddings of the token and the {} before it ({} "
-                               "inputs per layer map after the sender's)",
-                               map.features.embed_tokens - 1,
-                               map.features.embed_tokens * map.receiver.geometry.hidden_size)
-                 : std::string("none (the sender's K/V only)"));
+  fmt::print(
+      "features  {}{}\n",
+      map.features.embed_tokens > 0
+          ? fmt::format("the receiver's embeddings of the token and the {} before it ({} "
+                        "inputs per layer map after the sender's)",
+                        map.features.embed_tokens - 1,
+                        map.features.embed_tokens * map.receiver.geometry.hidden_size)
+          : std::string("none (the sender's K/V only)"),
+      map.features.joint_kv ? "; K and V maps read the sender's keys and values together" : "");
   if (info.contains("k_candidates")) {
     for (const auto& c : info["k_candidates"]) {
-      fmt::print("            k = {:>2}{}: held-out residual K {:.4f} V {:.4f}{}\n",
+      fmt::print("            k = {:>2}{}{}: held-out residual K {:.4f} V {:.4f}{}\n",
                  c["k"].get<int64_t>(),
                  c.contains("embed_tokens")
                      ? fmt::format(", {} token features", c["embed_tokens"].get<int64_t>())
                      : "",
+                 c.value("sender_kv", "separate") == "joint" ? ", K+V together" : "",
                  c["k_residual"]["rel_rms"].get<double>(), c["v_residual"]["rel_rms"].get<double>(),
                  c.contains("heldout_nll")
                      ? fmt::format(", prefix-KV NLL {:.4f} (gap {:+.4f})",
@@ -361,6 +370,11 @@ const bool registered = register_command([](CLI::App& root) {
   f->add_option("--embed-tokens", a->embed_tokens,
                 "ridge inputs gain the receiver's embeddings of the token and the N − 1 before "
                 "it: N in 0..16, or auto (0, 1 or 3, chosen with k by held-out prefix NLL)");
+  f->add_option("--sender-kv", a->sender_kv,
+                "what each ridge map reads of the sender: separate (K maps keys, V maps values), "
+                "joint (both read keys and values of their source layers; statistics twice as "
+                "wide), or auto (both tried, chosen with k by held-out prefix NLL)")
+      ->check(CLI::IsMember({"separate", "joint", "auto"}));
   f->add_option("--lambda", a->lambda, "ridge λ on the centred input covariance")
       ->check(CLI::NonNegativeNumber);
   f->add_option("--sequences", a->sequences, "calibration windows")->check(CLI::PositiveNumber);
@@ -393,6 +407,10 @@ const bool registered = register_command([](CLI::App& root) {
     }
     // A flag the method does not read is an error, not silently dropped.
     const bool k = f->count("--k") > 0, lambda = f->count("--lambda") > 0;
+    if (a->method != "ridge" && f->count("--sender-kv") > 0) {
+      fail("--sender-kv does not apply to --method {} (it chooses a ridge map's inputs)",
+           a->method);
+    }
     if (a->method != "ridge" && f->count("--embed-tokens") > 0) {
       fail("--embed-tokens does not apply to --method {} (token features are ridge inputs)",
            a->method);
@@ -420,6 +438,10 @@ const bool registered = register_command([](CLI::App& root) {
   m->add_option("--lambda", a->merge_lambda, "override λ")->check(CLI::NonNegativeNumber);
   m->add_option("--embed-tokens", a->merge_embed,
                 "override the token features: N (up to what the statistics hold) or auto");
+  m->add_option("--sender-kv", a->merge_sender_kv,
+                "override what the maps read of the sender: separate, or joint / auto when the "
+                "statistics hold K and V together")
+      ->check(CLI::IsMember({"separate", "joint", "auto"}));
   m->add_flag("--no-floor", a->no_floor, "no token-identity floor beside the map");
   m->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   m->callback([a] { run_merge(*a); });

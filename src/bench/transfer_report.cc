@@ -133,6 +133,11 @@ std::string map_lines(const fs::path& dir) {
         map.features.embed_tokens - 1,
         grouped(map.features.embed_tokens * map.receiver.geometry.hidden_size));
   }
+  if (map.features.joint_kv) {
+    md +=
+        "- sender K and V together: each K and V map reads the keys and the values of its "
+        "source layers\n";
+  }
   if (!i.contains("residuals") || !i.at("residuals").contains("total")) return md;
   std::vector<std::string> parts;
   for (const auto& [k, v] : i.at("residuals").at("total").items()) {

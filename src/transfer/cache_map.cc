@@ -144,28 +144,34 @@ class LinearCacheMap final : public CacheMap {
     if (map_.method == "diagonal") {
       apply_diagonal(src, dst, n, mapped);
     } else {
-      // Un-rotate the sender layers the mapped receiver layers read, once each.
-      std::vector<int64_t> need;
-      for (int64_t l = 0; l < gs.n_layers; ++l) {
+      // Un-rotate the sender layers whose keys the mapped receiver layers read, once each (K
+      // maps read their sources' keys; joint maps read keys and values of all their sources).
+      const bool joint = map_.features.joint_kv;
+      const auto reads = [&](int64_t l, bool keys) {
         for (int64_t j = 0; j < mapped; ++j) {
-          const auto& ks = map_.layers[j].k_sources;
-          if (std::find(ks.begin(), ks.end(), l) != ks.end()) {
-            need.push_back(l);
-            break;
+          const LayerMap& L = map_.layers[j];
+          for (const auto* list : {&L.k_sources, &L.v_sources}) {
+            if ((joint || (list == &L.k_sources) == keys) &&
+                std::find(list->begin(), list->end(), l) != list->end()) {
+              return true;
+            }
           }
         }
+        return false;
+      };
+      std::vector<int64_t> need;
+      for (int64_t l = 0; l < gs.n_layers; ++l) {
+        if (reads(l, true)) need.push_back(l);
       }
       const RopeTable sender_rope(map_.sender.rope, 0, n), receiver_rope(map_.receiver.rope, 0, n);
       std::vector<std::vector<float>> k_plain(static_cast<size_t>(gs.n_layers));
       // V rows of a sender cache not stored as f32, widened once per layer read.
       std::vector<std::vector<float>> v_wide(static_cast<size_t>(gs.n_layers));
       if (src.kv_dtype() != KvDType::kF32) {
-        for (int64_t j = 0; j < mapped; ++j) {
-          for (int64_t l : map_.layers[j].v_sources) {
-            if (v_wide[l].empty()) {
-              v_wide[l].resize(static_cast<size_t>(n * kvs));
-              src.read_v(l, 0, n, v_wide[l].data());
-            }
+        for (int64_t l = 0; l < gs.n_layers; ++l) {
+          if (reads(l, false)) {
+            v_wide[l].resize(static_cast<size_t>(n * kvs));
+            src.read_v(l, 0, n, v_wide[l].data());
           }
         }
       }
@@ -191,11 +197,16 @@ class LinearCacheMap final : public CacheMap {
           const int64_t j = task / 2;
           const bool keys = task % 2 == 0;
           const LayerMap& L = map_.layers[j];
+          // Keys of the sources, values of the sources (joint), or the target's own kind.
           parts.clear();
-          for (int64_t s : keys ? L.k_sources : L.v_sources) {
-            parts.push_back(keys                ? k_plain[s].data()
-                            : v_wide[s].empty() ? src.v(s).data()
-                                                : v_wide[s].data());
+          const std::vector<int64_t>& sources = keys ? L.k_sources : L.v_sources;
+          for (const bool read_keys : {true, false}) {
+            if (!joint && read_keys != keys) continue;
+            for (int64_t s : sources) {
+              parts.push_back(read_keys           ? k_plain[s].data()
+                              : v_wide[s].empty() ? src.v(s).data()
+                                                  : v_wide[s].data());
+            }
           }
           const int64_t in = keys ? L.k_in() : L.v_in();
           x.resize(static_cast<size_t>(n * in));
@@ -289,8 +300,13 @@ void validate(const MapData& m) {
   if (m.features.embed_tokens < 0 || (diagonal && m.features.embed_tokens > 0)) {
     fail("map: {} token features for a {} map", m.features.embed_tokens, m.method);
   }
+  if (diagonal && m.features.joint_kv) fail("map: a diagonal map reads K and V apart");
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     const LayerMap& L = m.layers[j];
+    if (!diagonal && L.joint_kv != m.features.joint_kv) {
+      fail("map: receiver layer {} reads the sender's K and V {}, the features say {}", j,
+           L.joint_kv ? "together" : "apart", m.features.joint_kv ? "together" : "apart");
+    }
     if (!diagonal && L.embed_in != m.features.embed_tokens * gr.hidden_size) {
       fail("map: receiver layer {} reads {} token-feature inputs, the features say {}", j,
            L.embed_in, m.features.embed_tokens * gr.hidden_size);

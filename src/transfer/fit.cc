@@ -49,18 +49,21 @@ std::vector<double> layer_rows(const KVCache& c, const RopeSpec& rope, bool keys
   return out;
 }
 
-// Rows of the sender's channels widened by the layout's token features (embed_features.h).
-// `e`: the receiver's normed embeddings of the window (normed_embeddings), built once for K and V.
-std::vector<double> with_features(std::vector<double> x, const StatsLayout& layout,
-                                  const std::vector<float>& e, const std::vector<int64_t>& pos) {
-  if (layout.embed_tokens == 0) return x;
+// The x rows of the statistics: the sender's blocks of channels side by side (keys, or keys
+// then values with joint_kv; each [R × L_s·kv_s]), then the layout's token features
+// (embed_features.h). `e`: the receiver's normed embeddings of the window (normed_embeddings).
+std::vector<double> x_rows(const std::vector<const std::vector<double>*>& blocks,
+                           const StatsLayout& layout, const std::vector<float>& e,
+                           const std::vector<int64_t>& pos) {
   const int64_t R = static_cast<int64_t>(pos.size());
   const int64_t w = layout.sender.n_layers * layout.sender.kv_dim(), dx = layout.x_dim();
   const int64_t H = layout.receiver.hidden_size;
+  if (blocks.size() == 1 && layout.embed_tokens == 0) return *blocks[0];
   std::vector<double> out(static_cast<size_t>(R * dx));
   for (int64_t i = 0; i < R; ++i) {
-    std::copy_n(x.data() + i * w, w, out.data() + i * dx);
-    embed_features(e, H, layout.embed_tokens, pos[i], out.data() + i * dx + w);
+    double* row = out.data() + i * dx;
+    for (const std::vector<double>* b : blocks) row = std::copy_n(b->data() + i * w, w, row);
+    embed_features(e, H, layout.embed_tokens, pos[i], row);
   }
   return out;
 }
@@ -75,13 +78,30 @@ std::vector<double> hidden_rows(const KVCache& c, int64_t index, const std::vect
   return out;
 }
 
-// Input channels of a source list: all KV heads of each source layer, in list order.
-std::vector<int64_t> source_channels(const std::vector<int64_t>& sources, int64_t kvs) {
+// Where a map's inputs sit in the statistics' x: the sender block(s) it reads (offsets of the
+// keys' and the values' blocks; one offset when it reads one kind) and the token features.
+struct InputBlocks {
+  std::vector<int64_t> offsets;  // keys' block, then values' block with joint reading
+  int64_t kvs = 0;
+};
+
+// Input channels of a source list: all KV heads of each source layer, in list order, for each
+// block read (keys of every source, then values of every source).
+std::vector<int64_t> source_channels(const std::vector<int64_t>& sources, const InputBlocks& in) {
   std::vector<int64_t> xi;
-  for (int64_t s : sources) {
-    for (int64_t c = 0; c < kvs; ++c) xi.push_back(s * kvs + c);
+  for (int64_t off : in.offsets) {
+    for (int64_t s : sources) {
+      for (int64_t c = 0; c < in.kvs; ++c) xi.push_back(off + s * in.kvs + c);
+    }
   }
   return xi;
+}
+
+// The blocks a K (keys = true) or V map reads in statistics of this layout.
+InputBlocks input_blocks(const StatsLayout& lay, bool keys, bool joint) {
+  const int64_t kvs = lay.sender.kv_dim(), values = lay.joint_kv ? lay.sender.n_layers * kvs : 0;
+  if (joint) return {{0, values}, kvs};
+  return {{keys ? 0 : values}, kvs};
 }
 
 RidgeFit slice_outputs(const RidgeFit& f, int64_t c0, int64_t n) {
@@ -109,9 +129,9 @@ struct LayerSolve {
 };
 
 LayerSolve solve_layers(const Moments& train, const Moments& eval,
-                        const std::vector<std::vector<int64_t>>& sources,
-                        const std::vector<int64_t>& features, int64_t kvs, int64_t kvr,
-                        double lambda, const char* what) {
+                        const std::vector<std::vector<int64_t>>& sources, const InputBlocks& blocks,
+                        const std::vector<int64_t>& features, int64_t kvr, double lambda,
+                        const char* what) {
   LayerSolve out;
   const int64_t L = static_cast<int64_t>(sources.size());
   out.fits.resize(static_cast<size_t>(L));
@@ -119,7 +139,7 @@ LayerSolve solve_layers(const Moments& train, const Moments& eval,
   std::map<std::vector<int64_t>, std::vector<int64_t>> groups;
   for (int64_t j = 0; j < L; ++j) groups[sources[j]].push_back(j);
   for (const auto& [src, layers] : groups) {
-    std::vector<int64_t> xi = source_channels(src, kvs);
+    std::vector<int64_t> xi = source_channels(src, blocks);
     xi.insert(xi.end(), features.begin(), features.end());
     std::vector<int64_t> yi;
     for (int64_t j : layers) {
@@ -184,6 +204,7 @@ nlohmann::json FitOptions::settings() const {
           {"token_identity", token_identity},
           {"embed_tokens", embed_tokens},
           {"rope_sandwich", rope_sandwich},
+          {"sender_kv", sender_kv},
           {"sender", sender_name},
           {"receiver", receiver_name},
           {"corpus", corpus_name},
@@ -207,8 +228,9 @@ FitOptions fit_options_from_settings(const nlohmann::json& s) {
     o.select_windows = s.at("select_windows").get<int64_t>();
     o.shard_count = s.at("shard_count").get<int64_t>();
     o.token_identity = s.at("token_identity").get<bool>();
-    o.embed_tokens = s.value("embed_tokens", int64_t{0});  // absent before token features
-    o.rope_sandwich = s.value("rope_sandwich", true);      // absent before the ablation
+    o.embed_tokens = s.value("embed_tokens", int64_t{0});         // absent before token features
+    o.rope_sandwich = s.value("rope_sandwich", true);             // absent before the ablation
+    o.sender_kv = s.value("sender_kv", std::string("separate"));  // absent before joint K/V
     o.sender_name = s.at("sender").get<std::string>();
     o.receiver_name = s.at("receiver").get<std::string>();
     o.corpus_name = s.at("corpus").get<std::string>();
@@ -245,7 +267,14 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
   if (o.method != "ridge" && o.embed_tokens > 0) {
     fail("--embed-tokens applies to --method ridge only (not {})", o.method);
   }
+  if (o.sender_kv != "separate" && o.sender_kv != "joint" && o.sender_kv != "auto") {
+    fail("--sender-kv: '{}' is not one of separate, joint, auto", o.sender_kv);
+  }
+  if (o.method != "ridge" && o.sender_kv != "separate") {
+    fail("--sender-kv {} applies to --method ridge only (not {})", o.sender_kv, o.method);
+  }
   if (o.method == "ridge") l.embed_tokens = o.embed_tokens == kAutoEmbedTokens ? 3 : o.embed_tokens;
+  l.joint_kv = o.sender_kv != "separate";
   l.rotated_keys = !o.rope_sandwich;
   if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
     fail("--recompute-layers {} must be in [0, {}] (the receiver's layers)", o.recompute_layers,
@@ -280,14 +309,18 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
 
   const std::vector<float> e =
       layout.embed_tokens > 0 ? normed_embeddings(receiver, ids) : std::vector<float>();
-  const std::vector<double> xk =
-      with_features(layer_rows(sc, sender.rope(), true, pos, layout.rotated_keys), layout, e, pos);
+  const std::vector<double> sk = layer_rows(sc, sender.rope(), true, pos, layout.rotated_keys);
+  const std::vector<double> sv = layer_rows(sc, sender.rope(), false, pos);
   const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos, layout.rotated_keys);
-  split.k.add(xk.data(), yk.data(), R);
-  const std::vector<double> xv =
-      with_features(layer_rows(sc, sender.rope(), false, pos), layout, e, pos);
   const std::vector<double> yv = layer_rows(rc, receiver.rope(), false, pos);
-  split.v.add(xv.data(), yv.data(), R);
+  if (layout.joint_kv) {
+    const std::vector<double> x = x_rows({&sk, &sv}, layout, e, pos);
+    split.k.add(x.data(), yk.data(), R);
+    split.v.add(x.data(), yv.data(), R);
+  } else {
+    split.k.add(x_rows({&sk}, layout, e, pos).data(), yk.data(), R);
+    split.v.add(x_rows({&sv}, layout, e, pos).data(), yv.data(), R);
+  }
   for (size_t b = 0; b < layout.boundaries.size(); ++b) {
     const BoundarySpec& s = layout.boundaries[b];
     const std::vector<double> x = hidden_rows(sc, s.sender_hidden, pos);
@@ -362,18 +395,22 @@ namespace {
 struct SolvedLayers {
   std::vector<std::vector<int64_t>> k_sources, v_sources;
   LayerSolve k, v;
-  int64_t embed_in = 0;  // token-feature inputs of every layer map
+  int64_t embed_in = 0;   // token-feature inputs of every layer map
+  bool joint_kv = false;  // K and V maps read the sources' keys and values
 };
 
-SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held,
+SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held, const StatsLayout& lay,
                            std::vector<std::vector<int64_t>> k_sources,
-                           std::vector<std::vector<int64_t>> v_sources,
-                           const std::vector<int64_t>& features, int64_t kvs, int64_t kvr,
-                           double lambda) {
+                           std::vector<std::vector<int64_t>> v_sources, bool joint,
+                           const std::vector<int64_t>& features, double lambda) {
   SolvedLayers s;
-  s.k = solve_layers(train.k, held.k, k_sources, features, kvs, kvr, lambda, "keys");
-  s.v = solve_layers(train.v, held.v, v_sources, features, kvs, kvr, lambda, "values");
+  const int64_t kvr = lay.receiver.kv_dim();
+  s.k = solve_layers(train.k, held.k, k_sources, input_blocks(lay, true, joint), features, kvr,
+                     lambda, "keys");
+  s.v = solve_layers(train.v, held.v, v_sources, input_blocks(lay, false, joint), features, kvr,
+                     lambda, "values");
   s.embed_in = static_cast<int64_t>(features.size());
+  s.joint_kv = joint;
   s.k_sources = std::move(k_sources);
   s.v_sources = std::move(v_sources);
   return s;
@@ -391,11 +428,13 @@ std::vector<float> stored(const std::vector<double>& w, DType dtype) {
 
 void store_layers(const SolvedLayers& s, MapData& map) {
   map.features.embed_tokens = s.embed_in / map.receiver.geometry.hidden_size;
+  map.features.joint_kv = s.joint_kv;
   for (size_t j = 0; j < map.layers.size(); ++j) {
     LayerMap& L = map.layers[j];
     L.k_sources = s.k_sources[j];
     L.v_sources = s.v_sources[j];
     L.embed_in = s.embed_in;
+    L.joint_kv = s.joint_kv;
     L.k_weight = stored(s.k.fits[j].w, map.weight_dtype);
     L.k_bias = to_f32(s.k.fits[j].b);
     L.v_weight = stored(s.v.fits[j].w, map.weight_dtype);
@@ -412,12 +451,12 @@ Residual total(const std::vector<Residual>& rs) {
 // R²[j][i]: a centred ridge from all KV heads of sender layer i alone to receiver layer j,
 // fitted on training rows and scored on `held` rows.
 std::vector<std::vector<double>> single_source_r2(const Moments& train, const Moments& held,
-                                                  int64_t Ls, int64_t Lr, int64_t kvs, int64_t kvr,
-                                                  double lambda, const char* what) {
+                                                  const InputBlocks& blocks, int64_t Ls, int64_t Lr,
+                                                  int64_t kvr, double lambda, const char* what) {
   std::vector<std::vector<double>> r2(Lr, std::vector<double>(Ls));
   const std::vector<int64_t> all_out = channel_range(0, Lr * kvr);
   for (int64_t i = 0; i < Ls; ++i) {
-    const std::vector<int64_t> xi = channel_range(i * kvs, kvs);
+    const std::vector<int64_t> xi = source_channels({i}, blocks);
     const RidgeFit f =
         fit_ridge(train, xi, all_out, lambda, fmt::format("{} from sender layer {}", what, i));
     for (int64_t j = 0; j < Lr; ++j) {
@@ -478,6 +517,14 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
          lay.embed_tokens, want.embed_tokens, want.embed_tokens);
   }
   want.embed_tokens = lay.embed_tokens;
+  // Statistics holding keys and values together also solve maps that read them apart.
+  if (o.sender_kv != "separate" && !lay.joint_kv) {
+    fail(
+        "statistics hold the sender's K and V apart; --sender-kv {} needs them collected with "
+        "--sender-kv joint or auto",
+        o.sender_kv);
+  }
+  want.joint_kv = lay.joint_kv;
   if (!(lay == want)) {
     fail("statistics were collected for another route, or for {} maps and cannot give {} ({})",
          lay.kind, o.method, lay.to_json().dump());
@@ -530,15 +577,17 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     std::vector<std::vector<int64_t>> src(Lr);
     for (int64_t j = 0; j < Lr; ++j)
       src[j] = {std::min<int64_t>(Ls - 1, (2 * j + 1) * Ls / (2 * Lr))};
-    const SolvedLayers s = solve_sources(train, held, src, src, {}, kvs, kvr, o.lambda);
+    const SolvedLayers s = solve_sources(train, held, lay, src, src, false, {}, o.lambda);
     store_layers(s, map);
     res_k = s.k.residuals;
     res_v = s.v.residuals;
     info["k"] = 1;
     info["k_chosen_by"] = "depth remap: receiver layer j reads sender layer ⌊(j + ½)·L_s/L_r⌋";
   } else {
-    const auto r2k = single_source_r2(train.k, held.k, Ls, Lr, kvs, kvr, o.lambda, "keys");
-    const auto r2v = single_source_r2(train.v, held.v, Ls, Lr, kvs, kvr, o.lambda, "values");
+    const auto r2k = single_source_r2(train.k, held.k, input_blocks(lay, true, false), Ls, Lr, kvr,
+                                      o.lambda, "keys");
+    const auto r2v = single_source_r2(train.v, held.v, input_blocks(lay, false, false), Ls, Lr, kvr,
+                                      o.lambda, "values");
     info["single_source_r2"] = {{"k", r2k}, {"v", r2v}};
     info["ranked_by"] =
         has_held ? "single-source R² on held-out rows, per receiver layer, keys and values apart"
@@ -562,32 +611,43 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     } else {
       es = {o.embed_tokens};
     }
+    // What the maps read of the sender: apart, together, or both tried.
+    std::vector<bool> joints;
+    if (o.sender_kv != "joint") joints.push_back(false);
+    if (o.sender_kv != "separate") joints.push_back(true);
     const int64_t H = lay.receiver.hidden_size;
     std::vector<MapData> cands;
     std::vector<SolvedLayers> solved;
     std::vector<std::string> labels;
     std::vector<std::pair<int64_t, int64_t>> pairs;  // (k, embed_tokens) of each candidate
     nlohmann::json candidates = nlohmann::json::array();
-    for (int64_t e : es) {
-      const std::vector<int64_t> features = channel_range(Ls * kvs, e * H);
-      for (int64_t k : ks) {
-        std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
-        for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
-        solved.push_back(solve_sources(train, held, sk, sv, features, kvs, kvr, o.lambda));
-        MapData m = map;
-        store_layers(solved.back(), m);
-        cands.push_back(std::move(m));
-        pairs.emplace_back(k, e);
-        labels.push_back(es.size() > 1 || e > 0 ? fmt::format("k = {:2}, {} token features", k, e)
-                                                : fmt::format("k = {:2}", k));
-        const Residual tk = total(solved.back().k.residuals), tv = total(solved.back().v.residuals);
-        say(log,
-            fmt::format("{}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
-                        labels.back(), tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
-        candidates.push_back({{"k", k},
-                              {"embed_tokens", e},
-                              {"k_residual", residual_json(tk)},
-                              {"v_residual", residual_json(tv)}});
+    for (const bool joint : joints) {
+      for (int64_t e : es) {
+        const std::vector<int64_t> features = channel_range(lay.sender_width(), e * H);
+        for (int64_t k : ks) {
+          std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
+          for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
+          solved.push_back(solve_sources(train, held, lay, sk, sv, joint, features, o.lambda));
+          MapData m = map;
+          store_layers(solved.back(), m);
+          cands.push_back(std::move(m));
+          pairs.emplace_back(k, e);
+          std::string label = es.size() > 1 || e > 0
+                                  ? fmt::format("k = {:2}, {} token features", k, e)
+                                  : fmt::format("k = {:2}", k);
+          if (joints.size() > 1 || joint) label += joint ? ", K+V together" : ", K and V apart";
+          labels.push_back(label);
+          const Residual tk = total(solved.back().k.residuals),
+                         tv = total(solved.back().v.residuals);
+          say(log,
+              fmt::format("{}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
+                          labels.back(), tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
+          candidates.push_back({{"k", k},
+                                {"embed_tokens", e},
+                                {"sender_kv", joint ? "joint" : "separate"},
+                                {"k_residual", residual_json(tk)},
+                                {"v_residual", residual_json(tv)}});
+        }
       }
     }
     size_t best = 0;
@@ -598,9 +658,10 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                                   &native);
       info["k_chosen_by"] = fmt::format(
           "lowest held-out prefix-KV NLL: the receiver's NLL on the tokens after a transferred "
-          "prefix of {} tokens, {} held-out windows of {}, over candidates k = {}{}",
+          "prefix of {} tokens, {} held-out windows of {}, over candidates k = {}{}{}",
           prefix, st.select_windows.size(), o.seq_len, fmt::join(ks, ", "),
-          es.size() > 1 ? fmt::format(" × token features {}", fmt::join(es, ", ")) : "");
+          es.size() > 1 ? fmt::format(" × token features {}", fmt::join(es, ", ")) : "",
+          joints.size() > 1 ? " × sender K and V apart or together" : "");
       info["select_native_nll"] = native;
     } else {
       info["k_chosen_by"] = o.k > 0 ? "given (--k)" : "the only candidate";
@@ -618,17 +679,23 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
         "their means; intercept b = ȳ − Wᵀx̄ (not penalised); Cholesky (LAPACK dpotrf/dpotrs) in "
         "double";
   }
-  info["input"] = o.method == "diagonal"
-                      ? "the same layer's channel (keys un-rotated at the sender's RoPE)"
-                  : map.features.embed_tokens > 0
-                      ? fmt::format(
-                            "all KV heads of the listed sender layers, concatenated in "
-                            "ascending layer order, keys un-rotated at the sender's RoPE "
-                            "angles; then the receiver's RMS-normalised embeddings of the "
-                            "token and the {} before it (zeros before position 0)",
-                            map.features.embed_tokens - 1)
-                      : "all KV heads of the listed sender layers, concatenated in ascending "
-                        "layer order, keys un-rotated at the sender's RoPE angles";
+  if (o.method == "diagonal") {
+    info["input"] = "the same layer's channel (keys un-rotated at the sender's RoPE)";
+  } else {
+    std::string in = map.features.joint_kv
+                         ? "the keys (un-rotated at the sender's RoPE angles) of all KV heads of "
+                           "the listed sender layers, concatenated in ascending layer order, "
+                           "then their values in the same order (K and V maps alike)"
+                         : "all KV heads of the listed sender layers, concatenated in ascending "
+                           "layer order, keys un-rotated at the sender's RoPE angles";
+    if (map.features.embed_tokens > 0) {
+      in += fmt::format(
+          "; then the receiver's RMS-normalised embeddings of the token and the {} before it "
+          "(zeros before position 0)",
+          map.features.embed_tokens - 1);
+    }
+    info["input"] = in;
+  }
   if (lay.rotated_keys) {
     info["input"] = info["input"].get<std::string>() +
                     "; here NOT un-rotated: keys as cached, after RoPE, and mapped keys are not "

@@ -214,10 +214,10 @@ std::string verify_entry(const std::filesystem::path& dir, const nlohmann::json&
 }  // namespace
 
 int64_t LayerMap::k_in() const {
-  return static_cast<int64_t>(k_sources.size()) * kv_s + embed_in;
+  return static_cast<int64_t>(k_sources.size()) * kv_s * (joint_kv ? 2 : 1) + embed_in;
 }
 int64_t LayerMap::v_in() const {
-  return static_cast<int64_t>(v_sources.size()) * kv_s + embed_in;
+  return static_cast<int64_t>(v_sources.size()) * kv_s * (joint_kv ? 2 : 1) + embed_in;
 }
 
 RungSpec RungSpec::from_json(const nlohmann::json& j, const char* side) {
@@ -436,8 +436,18 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     }
     map.features.embed_tokens = e.get<int64_t>();
   }
-  if (diagonal && map.features.embed_tokens > 0) {
-    fail("{}: a diagonal map takes no token features", file.string());
+  if (features.contains("sender_kv")) {
+    const nlohmann::json& j = features["sender_kv"];
+    if (version < 3 || !j.is_string() || (j != "joint" && j != "separate")) {
+      fail(
+          "{}: __metadata__ 'features.sender_kv' is {}, expected \"joint\" or \"separate\" "
+          "(format_version 3)",
+          file.string(), j.dump());
+    }
+    map.features.joint_kv = j == "joint";
+  }
+  if (diagonal && (map.features.embed_tokens > 0 || map.features.joint_kv)) {
+    fail("{}: a diagonal map takes no token features and reads K and V apart", file.string());
   }
   if (diagonal && kvs != kvr) fail("{}: a diagonal map needs equal KV widths", file.string());
   if (!sources.is_object() || !sources.contains("k") || !sources.contains("v") ||
@@ -457,6 +467,7 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     LayerMap& L = map.layers[static_cast<size_t>(j)];
     L.kv_s = kvs;
     L.embed_in = map.features.embed_tokens * gr.hidden_size;
+    L.joint_kv = map.features.joint_kv;
     for (const char kv : {'k', 'v'}) {
       (kv == 'k' ? L.k_sources : L.v_sources) =
           layer_list(sources[std::string(1, kv)][static_cast<size_t>(j)], gs.n_layers,

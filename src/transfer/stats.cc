@@ -129,6 +129,7 @@ nlohmann::json StatsLayout::to_json() const {
       {"kind", kind},    {"sender", geometry_json(sender)}, {"receiver", geometry_json(receiver)},
       {"boundaries", b}, {"token_vocab", token_vocab},      {"embed_tokens", embed_tokens}};
   if (rotated_keys) j["keys"] = "rotated";  // absent: un-rotated, as every earlier file
+  if (joint_kv) j["sender_kv"] = "joint";   // absent: keys and values apart
   return j;
 }
 
@@ -146,6 +147,9 @@ StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& s
     const std::string keys = j.value("keys", std::string("un-rotated"));
     if (keys != "un-rotated" && keys != "rotated") fail("{}: layout: keys '{}'", source, keys);
     l.rotated_keys = keys == "rotated";
+    const std::string kv = j.value("sender_kv", std::string("separate"));
+    if (kv != "separate" && kv != "joint") fail("{}: layout: sender_kv '{}'", source, kv);
+    l.joint_kv = kv == "joint";
     if (l.embed_tokens < 0 || l.embed_tokens > 16)
       fail("{}: layout: embed_tokens {}", source, l.embed_tokens);
     return l;

@@ -83,11 +83,15 @@ TEST(DocsTrace, SwitchFlopsAndPeaksReproduce) {
   for (const Figures& f : tiny_figures()) {
     SCOPED_TRACE(f.file);
     ASSERT_TRUE(f.provenance.is_object()) << "no provenance line";
+    ASSERT_FALSE(f.cells.empty());
+    // At the threads the figures were measured with: the peak holds per-thread scratch (a
+    // machine with other cores, or OMP_NUM_THREADS=1 under emulation, would budget another).
     const auto r = run_molt(fmt::format(
         "bench switch --ladder {} --from {} --to {} --contexts 256 --policies molt reprefill "
-        "--repeat 1 --json",
+        "--repeat 1 --threads {} --json",
         (root() / f.provenance.at("manifest").get<std::string>()).string(),
-        f.provenance.at("from").get<std::string>(), f.provenance.at("to").get<std::string>()));
+        f.provenance.at("from").get<std::string>(), f.provenance.at("to").get<std::string>(),
+        f.cells.front().at("threads").get<int>()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const Figures now = parse("now", r.output);
     ASSERT_EQ(now.cells.size(), 2u) << r.output;

@@ -208,13 +208,13 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
   EXPECT_EQ(data.info["k_candidates"][0]["embed_tokens"].get<int64_t>(), 2);
   EXPECT_NE(data.info["input"].get<std::string>().find("embeddings"), std::string::npos);
 
-  // Round trip through the map file: version 2, features in the metadata, weights bit for bit.
+  // Round trip through the map file: features in the metadata, weights bit for bit.
   test::TempDir d;
   write_map_dir(d / "map", data);
   auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
-  EXPECT_EQ(header->metadata().at("format_version"), "2");
+  EXPECT_EQ(header->metadata().at("format_version"), "3");
   EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
-            (nlohmann::json{{"embed_tokens", 2}}));
+            (nlohmann::json{{"embed_tokens", 2}, {"sender_kv", "separate"}}));
   // Ridge weights ship as BF16 (the fit rounded them, so the file holds exactly these values).
   EXPECT_EQ(data.weight_dtype, DType::BF16);
   EXPECT_EQ(header->find("layers.0.k.heads.0.weight")->dtype, DType::BF16);
@@ -282,6 +282,119 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
   // Without the token ids the map cannot build its features: refused, not guessed.
   KVCache dst2 = small_->new_cache(T);
   EXPECT_THROW(map->apply(*big_, src, *small_, {}, {}, dst2), Error);
+}
+
+// The sender's K and V read together (issue 21): each K and V map reads the un-rotated keys
+// and then the values of its source layers, then the token features; fitted, stored in a
+// version-3 map file, read back, and applied as the formula says.
+TEST_F(Fit, SenderKeysAndValuesTogetherAreFittedStoredAndApplied) {
+  FitOptions o = small_options();
+  o.k = 1;
+  o.embed_tokens = 1;
+  o.sender_kv = "joint";
+  const RouteStats st = collect(*big_, *small_, corpus_, o);
+  const int64_t H = small_cfg_.hidden_size, kvs = big_cfg_.kv_dim(), kvr = small_cfg_.kv_dim();
+  const int64_t Ls = big_cfg_.num_hidden_layers;
+  EXPECT_TRUE(st.layout.joint_kv);
+  EXPECT_EQ(st.train.k.dim_x, 2 * Ls * kvs + H);
+  EXPECT_EQ(st.train.v.dim_x, 2 * Ls * kvs + H);
+  const MapData data = solve_route(st, *big_, *small_, o);
+  EXPECT_TRUE(data.features.joint_kv);
+  const int64_t in = 2 * kvs + H;
+  for (const LayerMap& L : data.layers) {
+    EXPECT_TRUE(L.joint_kv);
+    EXPECT_EQ(L.k_in(), in);
+    EXPECT_EQ(static_cast<int64_t>(L.k_weight.size()), kvr * in);
+    EXPECT_EQ(static_cast<int64_t>(L.v_weight.size()), kvr * in);
+  }
+  EXPECT_EQ(data.info["k_candidates"][0]["sender_kv"], "joint");
+  EXPECT_NE(data.info["input"].get<std::string>().find("then their values"), std::string::npos);
+
+  test::TempDir d;
+  write_map_dir(d / "map", data);
+  auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
+  EXPECT_EQ(header->metadata().at("format_version"), "3");
+  EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
+            (nlohmann::json{{"embed_tokens", 1}, {"sender_kv", "joint"}}));
+  const MapData back = read_map_dir(d / "map");
+  EXPECT_TRUE(back.features.joint_kv);
+  for (size_t j = 0; j < back.layers.size(); ++j) {
+    EXPECT_TRUE(back.layers[j].joint_kv);
+    EXPECT_EQ(back.layers[j].k_weight, data.layers[j].k_weight) << j;
+    EXPECT_EQ(back.layers[j].v_weight, data.layers[j].v_weight) << j;
+  }
+
+  // Applied to one window: receiver layer j's key at p is W [K_s(p) un-rotated, V_s(p), ê(t_p)]
+  // + b, rotated at the receiver's angles; its value the same with the V map's source and weights.
+  auto map = CacheMap::load(d / "map", *big_, *small_);
+  const int64_t T = 20;
+  const std::vector<int32_t> ids = test::random_ids(T, 97, 33);
+  KVCache src = big_->new_cache(T), dst = small_->new_cache(T);
+  big_->forward(ids, src, {});
+  map->apply(*big_, src, *small_, ids, {}, dst);
+  std::vector<float> emb(static_cast<size_t>(T * H));
+  small_->embed(ids, emb);
+  for (int64_t j = 0; j < small_cfg_.num_hidden_layers; ++j) {
+    const LayerMap& L = back.layers[j];
+    for (const bool keys : {true, false}) {
+      const int64_t s = (keys ? L.k_sources : L.v_sources).at(0);
+      std::vector<float> ks(src.k(s).begin(), src.k(s).begin() + T * kvs);
+      unrotate_keys(big_->rope(), ks.data(), T, big_cfg_.num_key_value_heads);
+      const std::vector<float>& w = keys ? L.k_weight : L.v_weight;
+      const std::vector<float>& b = keys ? L.k_bias : L.v_bias;
+      std::vector<float> want(static_cast<size_t>(T * kvr));
+      for (int64_t p = 0; p < T; ++p) {
+        double ss = 0;
+        for (int64_t c = 0; c < H; ++c) ss += double(emb[p * H + c]) * emb[p * H + c];
+        const double inv = 1.0 / std::sqrt(ss / double(H) + small_cfg_.rms_norm_eps);
+        for (int64_t o2 = 0; o2 < kvr; ++o2) {
+          const float* row = w.data() + o2 * in;
+          double y = b[o2];
+          for (int64_t c = 0; c < kvs; ++c) y += double(row[c]) * ks[p * kvs + c];
+          for (int64_t c = 0; c < kvs; ++c) y += double(row[kvs + c]) * src.v(s)[p * kvs + c];
+          for (int64_t c = 0; c < H; ++c) y += double(row[2 * kvs + c]) * emb[p * H + c] * inv;
+          want[p * kvr + o2] = static_cast<float>(y);
+        }
+      }
+      if (keys) rotate_keys(small_->rope(), want.data(), T, small_cfg_.num_key_value_heads);
+      const auto got = keys ? dst.k(j) : dst.v(j);
+      EXPECT_LT(test::max_abs_diff(got, want, T * kvr), 1e-4 * test::max_abs(want, T * kvr))
+          << (keys ? "K" : "V") << " of layer " << j;
+    }
+  }
+
+  // The same statistics solve maps that read K and V apart: the separate statistics' maps.
+  FitOptions apart = o;
+  apart.sender_kv = "separate";
+  const MapData from_joint = solve_route(st, *big_, *small_, apart);
+  const MapData from_separate =
+      solve_route(collect(*big_, *small_, corpus_, apart), *big_, *small_, apart);
+  EXPECT_FALSE(from_joint.features.joint_kv);
+  for (const char* kv : {"k", "v"}) {
+    EXPECT_NEAR(from_joint.info["residuals"]["total"][kv]["rel_rms"].get<double>(),
+                from_separate.info["residuals"]["total"][kv]["rel_rms"].get<double>(), 1e-6)
+        << kv;
+  }
+  // auto tries both and keeps the one with the lower held-out prefix NLL.
+  FitOptions either = o;
+  either.sender_kv = "auto";
+  const MapData chosen = solve_route(st, *big_, *small_, either);
+  const auto& cands = chosen.info["k_candidates"];
+  ASSERT_EQ(cands.size(), 2u);
+  EXPECT_EQ(cands[0]["sender_kv"], "separate");
+  EXPECT_EQ(cands[1]["sender_kv"], "joint");
+  const bool joint_wins =
+      cands[1]["heldout_nll"].get<double>() < cands[0]["heldout_nll"].get<double>();
+  EXPECT_EQ(chosen.features.joint_kv, joint_wins);
+  // Statistics with K and V apart cannot give joint maps; other methods read one kind.
+  EXPECT_THROW(solve_route(collect(*big_, *small_, corpus_, apart), *big_, *small_, o), Error);
+  FitOptions remap = o;
+  remap.method = "depth-remap";
+  remap.embed_tokens = 0;
+  EXPECT_THROW(make_layout(*big_, *small_, remap), Error);
+  FitOptions bad = o;
+  bad.sender_kv = "both";
+  EXPECT_THROW(make_layout(*big_, *small_, bad), Error);
 }
 
 TEST_F(Fit, TokenFeaturesMakeTheFirstLayerExactAndAreChosenByHeldOutNll) {

@@ -182,6 +182,50 @@ TEST_F(MapFile, AnUnknownKeysModeIsRefused) {
   EXPECT_EQ(read_map_dir(maps_).info["keys"], "rotated");
 }
 
+// What a map reads of the sender (format_version 3): "joint" or "separate", nothing else, and
+// only in a version-3 file; a version-2 file without it reads K and V apart.
+TEST_F(MapFile, AnUnknownSenderKvOrAnOlderVersionWithItIsRefused) {
+  auto st = SafetensorsFile::open(maps_ / "map.safetensors");
+  std::vector<TensorToWrite> all;
+  for (const TensorView& t : st->tensors())
+    all.push_back({t.name, t.dtype, t.shape, {t.data, t.nbytes}});
+  const std::filesystem::path other = dir_ / "kv";
+  std::filesystem::create_directories(other);
+  auto rewrite = [&](const std::string& version, const std::string& features) {
+    auto meta = st->metadata();
+    meta["format_version"] = version;
+    meta["features"] = features;
+    write_safetensors(other / "map.safetensors", all, meta);
+    const nlohmann::json index = {
+        {"format", "molt-map-index"},
+        {"files", {{"map.safetensors", {{"sha256", sha256_file(other / "map.safetensors")}}}}}};
+    test::write_file(other / "index.json", index.dump());
+  };
+  auto error = [&]() -> std::string {
+    try {
+      read_map_dir(other);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  rewrite("3", R"({"embed_tokens": 0, "sender_kv": "both"})");
+  std::string e = error();
+  EXPECT_NE(e.find("'features.sender_kv' is \"both\""), std::string::npos) << e;
+  EXPECT_NE(e.find("map.safetensors"), std::string::npos) << e;
+  rewrite("2", R"({"embed_tokens": 0, "sender_kv": "joint"})");
+  e = error();
+  EXPECT_NE(e.find("'features.sender_kv'"), std::string::npos) << e;
+  // A joint map's weights are twice as wide as these: the shapes are checked against it.
+  rewrite("3", R"({"embed_tokens": 0, "sender_kv": "joint"})");
+  e = error();
+  EXPECT_NE(e.find("layers.0.k.heads.0.weight"), std::string::npos) << e;
+  rewrite("2", R"({"embed_tokens": 0})");
+  EXPECT_FALSE(read_map_dir(other).features.joint_kv);
+  rewrite("3", R"({"embed_tokens": 0, "sender_kv": "separate"})");
+  EXPECT_FALSE(read_map_dir(other).features.joint_kv);
+}
+
 TEST_F(MapFile, AMissingOrMisshapenTensorIsNamed) {
   // Rewrite the file without one tensor (and a fresh index, so the checksum passes).
   auto st = SafetensorsFile::open(maps_ / "map.safetensors");

@@ -20,6 +20,8 @@
 //     With token features (--embed-tokens), every candidate k is tried with each feature count
 //     (0, 1, 3 when chosen automatically): the inputs gain the receiver's RMS-normalised
 //     embeddings of the row's token and the ones before it, and the same NLL picks the pair.
+//     With --sender-kv joint (or auto: both tried), the K and the V map of a layer read the
+//     keys and the values of their top-k source layers (each kind ranked as above).
 //     depth-remap: receiver layer j reads sender layer ⌊(j + ½)·L_s / L_r⌋ alone (k = 1).
 //     diagonal: same geometry; per layer and channel y = a·x + b by least squares.
 //  4. Selective recompute (--recompute-layers R): for each r = 1..R, a centred ridge from the
@@ -62,6 +64,10 @@ struct FitOptions {
   // false: keys mapped as the caches hold them (after RoPE), no un-rotation before the map nor
   // re-rotation after it: the ablation of the RoPE sandwich. Its maps say "keys": "rotated".
   bool rope_sandwich = true;
+  // ridge: what each map reads of the sender: "separate" (K maps keys, V maps values), "joint"
+  // (both read the keys and values of their source layers), "auto" (chosen with k and the
+  // token features by held-out prefix NLL).
+  std::string sender_kv = "separate";
   std::string sender_name, receiver_name, corpus_name;  // names written into the map
   // Where they came from, so `molt fit merge` can reopen them.
   std::string sender_dir, receiver_dir, corpus_path;

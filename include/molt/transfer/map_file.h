@@ -10,14 +10,19 @@
 //     With token features (format_version 2, metadata "features": {"embed_tokens": n}), each
 //     weight has n · hidden_r more input columns after the sender's: the receiver's
 //     RMS-normalised embedding of the token and of the n − 1 before it (embed_features.h).
+//     With the sender's K and V read together (format_version 3, "features": {"sender_kv":
+//     "joint"}), the K and the V map of a layer each read the un-rotated keys of their source
+//     layers, then the values of the same layers, then the token features; "separate" (and
+//     every earlier file) reads keys for K maps and values for V maps.
 //   diagonal:            layers.{j}.{k|v}.heads.{h}.scale / .offset  [head_dim]
 //   selective recompute: boundary.r{r}.weight [hidden_r, hidden_s], boundary.r{r}.bias [hidden_r]
 //     (receiver hidden state entering layer L_r − r from the sender's hidden state entering
 //     layer `sender_hidden`).
 // __metadata__ (strings; structured values are JSON): format, format_version, method, sender,
 // receiver (geometry + RoPE spec: theta, head_dim, style), sources ({"k": [[...]...], "v": ...}),
-// features (version 2), lambda, lambda_applied_to, k, k_chosen_by, k_candidates, calibration,
-// corpus, residuals, boundary, created_by. Version 1 files (no features) still load.
+// features (version 2; sender_kv in version 3), lambda, lambda_applied_to, k, k_chosen_by,
+// k_candidates, calibration, corpus, residuals, boundary, created_by. Version 1 files (no
+// features) and version 2 files (no sender_kv) still load.
 // index.json: {"format": "molt-map-index", "files": {"map.safetensors": {"sha256", "bytes"}}}.
 #pragma once
 
@@ -36,7 +41,7 @@ namespace molt {
 
 class Model;
 
-constexpr int kMapFormatVersion = 2;     // what is written
+constexpr int kMapFormatVersion = 3;     // what is written
 constexpr int kMinMapFormatVersion = 1;  // the oldest still read (no "features")
 
 // One side of a route as the map file records it.
@@ -59,14 +64,19 @@ struct LayerMap {
   std::vector<float> k_scale, k_offset, v_scale, v_offset;
   int64_t k_in() const;
   int64_t v_in() const;
-  int64_t kv_s = 0;      // sender kv_dim (inputs per source layer)
-  int64_t embed_in = 0;  // token-feature inputs after the sources' (embed_tokens · hidden_r)
+  int64_t kv_s = 0;       // sender kv_dim (inputs per source layer and per K or V)
+  int64_t embed_in = 0;   // token-feature inputs after the sources' (embed_tokens · hidden_r)
+  bool joint_kv = false;  // each map reads its sources' keys and values (MapFeatures)
 };
 
 // Inputs of a ridge map beyond the sender's cache.
 struct MapFeatures {
   int64_t embed_tokens = 0;  // receiver embeddings of the token and the embed_tokens − 1 before
-  nlohmann::json to_json() const { return {{"embed_tokens", embed_tokens}}; }
+  // The K and the V map of a layer both read the sender's keys and values of their sources.
+  bool joint_kv = false;
+  nlohmann::json to_json() const {
+    return {{"embed_tokens", embed_tokens}, {"sender_kv", joint_kv ? "joint" : "separate"}};
+  }
 };
 
 struct BoundaryMap {

@@ -56,9 +56,12 @@ struct StatsLayout {
   // Keys as the caches hold them, after RoPE, instead of un-rotated: the "naive map on rotated
   // keys" that the RoPE sandwich is measured against (an ablation, never a shipped map).
   bool rotated_keys = false;
-  int64_t x_dim() const {
-    return sender.n_layers * sender.kv_dim() + embed_tokens * receiver.hidden_size;
-  }
+  // x holds the sender's keys and then its values (for the K rows and the V rows alike), so
+  // that a map may read both (MapFeatures::joint_kv); maps reading one kind use a subset.
+  bool joint_kv = false;
+  // Sender channels in x: all layers' keys, or keys then values.
+  int64_t sender_width() const { return sender.n_layers * sender.kv_dim() * (joint_kv ? 2 : 1); }
+  int64_t x_dim() const { return sender_width() + embed_tokens * receiver.hidden_size; }
 
   bool diagonal() const { return kind == "diagonal"; }
   nlohmann::json to_json() const;
@@ -68,7 +71,8 @@ struct StatsLayout {
 
 // Sums over the rows of one split (train or held-out).
 //   k: x = all sender layers' un-rotated keys, concatenated layer after layer (L_s·kv_s),
-//      then the token features (embed_tokens·hidden_r),
+//      with joint_kv then all sender layers' values (L_s·kv_s), then the token features
+//      (embed_tokens·hidden_r),
 //      y = all receiver layers' un-rotated keys (L_r·kv_r); v: the same for values.
 //   diagonal layout: x and y are layer-aligned and only per-channel products are kept.
 struct SplitStats {
