@@ -421,6 +421,7 @@ std::vector<std::pair<std::string, std::string>> transfer_figures(
 std::string transfer_report(const fs::path& ladder, const std::vector<TransferRoute>& routes) {
   // The carried prefix, as the runs recorded it (one figure when every route shares it).
   std::vector<int64_t> prefixes;
+  prefixes.reserve(routes.size());
   for (const TransferRoute& r : routes) {
     prefixes.push_back(read_json_file(ladder / "maps" / "eval" / (r.name() + ".transfer.json"))
                            .at("prefix")
