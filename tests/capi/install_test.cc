@@ -82,7 +82,7 @@ TEST(CapiInstall, ChatBuildsAgainstTheInstalledPackage) {
   ASSERT_FALSE(find_file(prefix, "molt-config.cmake").empty());
 
   // Only the C API is visible.
-  r = sh("nm -D --defined-only " + q(so) + " | awk '{print $3}'");
+  r = sh(q(MOLT_NM) + " -D --defined-only " + q(so) + " | awk '{print $3}'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::istringstream syms(r.output);
   int exported = 0;
@@ -94,7 +94,11 @@ TEST(CapiInstall, ChatBuildsAgainstTheInstalledPackage) {
   EXPECT_GT(exported, 10);
 
   // pkg-config, shared: the rpath comes from the package's own libdir.
-  const std::string pkg = "PKG_CONFIG_PATH=" + q(pc.parent_path()) + " pkg-config ";
+  // A cross build's dependencies are the target's .pc files (the toolchain file's LIBDIR).
+  const std::string libdir = MOLT_PKG_CONFIG_LIBDIR;
+  const std::string pkg = "PKG_CONFIG_PATH=" + q(pc.parent_path()) +
+                          (libdir.empty() ? "" : " PKG_CONFIG_LIBDIR=" + q(libdir)) +
+                          " pkg-config ";
   r = sh(q(cc) + " -std=c99 -Wall -Werror " + q(src / "examples/c/chat.c") + " -o " +
          q(dir / "chat-pc") + " $(" + pkg + "--cflags --libs molt) -Wl,-rpath,$(" + pkg +
          "--variable=libdir molt)");
@@ -110,10 +114,13 @@ TEST(CapiInstall, ChatBuildsAgainstTheInstalledPackage) {
   EXPECT_EQ(r.output.find("libmolt.so"), std::string::npos) << r.output;
   expect_stream(dir / "chat-static");
 
-  // find_package(molt) → molt::molt.
+  // find_package(molt) → molt::molt (a cross build configures with its toolchain file).
+  const std::string toolchain_file = MOLT_TOOLCHAIN_FILE;
+  const std::string toolchain =
+      toolchain_file.empty() ? "" : " -DCMAKE_TOOLCHAIN_FILE=" + q(toolchain_file);
   r = sh(q(cmake) + " -S " + q(src / "examples/c") + " -B " + q(dir / "build") +
          " -DCMAKE_PREFIX_PATH=" + q(prefix) + " -DCMAKE_C_COMPILER=" + q(cc) +
-         " -DCMAKE_BUILD_TYPE=Release");
+         " -DCMAKE_BUILD_TYPE=Release" + toolchain);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = sh(q(cmake) + " --build " + q(dir / "build"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
