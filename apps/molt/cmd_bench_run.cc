@@ -47,6 +47,9 @@ const bool registered = register_command([](CLI::App& root) {
     s->add_option("--traces-dir", a->o.traces_dir, "folder of the evaluation's traces");
     s->add_option("--trace", a->o.traces, "these traces instead (repeatable)");
     s->add_flag("--quick", a->o.quick, "4 prompts × 2 traces (minutes → seconds)");
+    s->add_flag("--smoke", a->o.smoke,
+                "--quick at its smallest: 2 prompts, 1 window, 1 needle per set (checks the "
+                "pipeline where compute is scarce, e.g. under emulation)");
     s->add_option("--out", a->out, "folder for results.json, RESULTS.md, results.html");
     s->add_option("--threads", a->o.threads, "threads (0 = all cores)")
         ->check(CLI::NonNegativeNumber);

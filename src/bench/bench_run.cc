@@ -160,20 +160,22 @@ json bench_run(const BenchRunOptions& o,
   const auto t0 = std::chrono::steady_clock::now();
   set_num_threads(o.threads);
   auto ladder = Ladder::open(o.ladder);
+  const bool quick = o.quick || o.smoke;
   std::vector<std::string> traces;
-  for (const fs::path& t : o.traces.empty() ? evaluation_traces(o.traces_dir, o.quick) : o.traces) {
+  for (const fs::path& t : o.traces.empty() ? evaluation_traces(o.traces_dir, quick) : o.traces) {
     if (!fs::exists(t)) fail("{}: trace not found", t.string());
     traces.push_back(t.string());
   }
   json results = {{"schema", "molt-results/1"},
-                  {"quick", o.quick},
+                  {"quick", quick},
+                  {"smoke", o.smoke},
                   {"provenance", run_provenance(fs::absolute(o.ladder).parent_path(), o.threads)}};
   auto tok = Tokenizer::load(ladder->rung(0).path());
-  const int prose = o.quick ? 2 : 12, chat = o.quick ? 2 : 8;
+  const int prose = o.smoke ? 1 : quick ? 2 : 12, chat = o.smoke ? 1 : quick ? 2 : 8;
   const std::vector<BenchPrompt> prompts =
       bench_prompts(*tok, o.text.string(), o.needles.string(), prose, chat);
   ConditionsOptions co;
-  co.max_tokens = o.quick ? 40 : 48;
+  co.max_tokens = quick ? 40 : 48;
   // Ablations of molt: the route's map without token features and the depth remap (both
   // committed under maps/ablations/, solved from the shipped map's statistics), recompute and
   // anchors added.
@@ -249,7 +251,7 @@ json bench_run(const BenchRunOptions& o,
       sw.routes.emplace_back(r.from, r.to);
     }
   }
-  if (o.quick) {
+  if (quick) {
     sw.routes.resize(std::min<size_t>(sw.routes.size(), 1));
     sw.contexts = {256};
     sw.repeats = 1;
@@ -271,10 +273,10 @@ json bench_run(const BenchRunOptions& o,
   // The KV cache's precision: bytes, prefix NLL and needles per row type. After the switch
   // costs, which time loads: these leave every rung loaded, and they are released here.
   KvBenchOptions kvo;
-  if (o.quick) {
+  if (quick) {
     kvo.context = 256;
-    kvo.windows = 2;
-    kvo.needles = {{700, 4}};
+    kvo.windows = o.smoke ? 1 : 2;
+    kvo.needles = {{700, o.smoke ? 1 : 4}};
   }
   results["kv"] = run_kv_bench(*ladder, text_ids, o.needles, kvo, [&](int64_t done, int64_t total) {
     if (progress) progress("kv", done, total);
@@ -282,9 +284,13 @@ json bench_run(const BenchRunOptions& o,
   ladder->release_unused();
   // Transfer per route: residuals, prefix NLL beside the floors, needles at the switch.
   TransferBenchOptions tro;
-  if (o.quick) {
-    tro.windows = 2;
-    tro.needles = {{700, 4}};
+  if (quick) {
+    tro.windows = o.smoke ? 1 : 2;
+    tro.needles = {{700, o.smoke ? 1 : 4}};
+  }
+  if (o.smoke) {
+    tro.prefix = 384;
+    tro.continuation = 128;
   }
   results["transfer"] =
       run_transfer_bench(*ladder, o.text, o.needles, tro, [&](int64_t done, int64_t total) {
@@ -295,7 +301,7 @@ json bench_run(const BenchRunOptions& o,
   if (!o.real_dir.empty()) {
     RealBenchOptions ro;
     ro.dir = o.real_dir;
-    if (o.quick) {
+    if (quick) {
       ro.geometries = {"qwen2.5-0.5b"};
       ro.prompt_tokens = 32;
       ro.tokens = 4;
@@ -340,12 +346,17 @@ json bench_run(const BenchRunOptions& o,
   }
   if (o.real_dir.empty()) {
     missing.push_back("speed, memory and switch cost at the real geometries (no --real-dir)");
-  } else if (o.quick) {
+  } else if (quick) {
     missing.push_back(
         "switch cost at the real 1.5B → 0.5B and 3B → 1.5B geometries, and speed beyond 0.5B at "
         "bf16 and 4-bit (a --quick run)");
   }
-  if (o.quick) missing.push_back("needles at ~2,000 tokens (a --quick run)");
+  if (quick) missing.push_back("needles at ~2,000 tokens (a --quick run)");
+  if (o.smoke) {
+    missing.push_back(
+        "figures worth reading: this --smoke run measured 2 prompts, 1 evaluation window and 1 "
+        "needle per set, enough to check the pipeline and not the method");
+  }
   results["not_measured"] = missing;
   results["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return results;

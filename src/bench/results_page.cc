@@ -720,7 +720,9 @@ ResultsPage results_page(const json& r) {
       at(prov, "threads", "provenance").get<int64_t>(),
       at(prov, "started", "provenance").get<std::string>(),
       at(r, "seconds", "top level").get<double>(),
-      at(r, "quick", "top level").get<bool>() ? "quick" : "full",
+      r.value("smoke", false)                   ? "smoke"
+      : at(r, "quick", "top level").get<bool>() ? "quick"
+                                                : "full",
       at(inputs, "ladder", "inputs").get<std::string>(), at(inputs, "sha256", "inputs").size()));
 
   head(2, "What this page does not show");

@@ -95,26 +95,29 @@ std::string visible_text(std::string h) {
 TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   test::TempDir t;
   // Under qemu (every float operation emulated) the real geometries' 0.5B checkpoints alone would
-  // take most of an hour: the tiny ladder's evidence only there, under one trace.
+  // take most of an hour, and the quick run's tiny-ladder sections more than another: there the
+  // smoke run (2 prompts, 1 window, 1 needle per set) under one trace, without them.
   const bool emulated = test::under_emulation();
-  const size_t traces = emulated ? 1 : 2;
+  const size_t traces = emulated ? 1 : 2, prompts = emulated ? 2 : 4;
+  const int needles = emulated ? 1 : 4;
   const std::string args = fmt::format(
-      "bench run --quick --ladder {0}/models/tiny-ladder/ladder.json --text "
+      "bench run {2} --ladder {0}/models/tiny-ladder/ladder.json --text "
       "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
-      "--traces-dir {0}/traces --threads 1 --out {1} --real-dir {1}/real{2}",
-      kSrc, t.path().string(),
+      "--traces-dir {0}/traces --threads 1 --out {1} --real-dir {1}/real{3}",
+      kSrc, t.path().string(), emulated ? "--smoke" : "--quick",
       emulated ? fmt::format(" --no-real --trace {}/traces/spike_mid_answer.json", kSrc) : "");
   const auto r = run_molt(args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json results = json::parse(test::read_file(t / "results.json"));
   const json& cond = results.at("conditions");
-  ASSERT_EQ(cond.at("prompts").size(), 4u);
+  ASSERT_EQ(cond.at("prompts").size(), prompts);
+  EXPECT_EQ(results.at("smoke").get<bool>(), emulated);
   ASSERT_EQ(cond.at("traces").size(), traces);
   // 7 policies and the ablations (4, and the RoPE sandwich's and the diagonal re-alignment's
-  // where their maps are committed), 2 traces, 4 prompts.
+  // where their maps are committed), 2 traces, 4 prompts (emulated: 1 trace, 2 prompts).
   const size_t ablations = cond.at("ablations").size();
   ASSERT_GE(ablations, 4u);
-  ASSERT_EQ(cond.at("runs").size(), (7 + ablations) * traces * 4);
+  ASSERT_EQ(cond.at("runs").size(), (7 + ablations) * traces * prompts);
   int ablation_seams = 0;
   for (const json& run : cond.at("runs")) {
     SCOPED_TRACE(run.at("condition").get<std::string>() + " " + run.at("trace").get<std::string>());
@@ -163,7 +166,7 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
     EXPECT_LE(std::abs(row.at("nll_change_pct").at("f16").get<double>()), 0.2);
   }
   ASSERT_EQ(kv.at("needles").size(), 1u);
-  EXPECT_EQ(kv.at("needles")[0].at("count"), 4);
+  EXPECT_EQ(kv.at("needles")[0].at("count"), needles);
   EXPECT_FALSE(results.at("inputs").at("sha256").empty());
   // Transfer per route: every route with a map of its own, the map beside both floors, and
   // needles with the switch right before the answer.
@@ -180,7 +183,7 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
     EXPECT_TRUE(first.contains("gap_vs_token_identity"));
     EXPECT_TRUE(route.at("residuals").contains("layers"));
     ASSERT_EQ(route.at("needles").size(), 1u);
-    EXPECT_EQ(route.at("needles")[0].at("count"), 4);
+    EXPECT_EQ(route.at("needles")[0].at("count"), needles);
     EXPECT_EQ(route.at("needles")[0].at("context"), 700);
   }
   // The real geometries at --quick: Qwen2.5-0.5B at bf16, int8, 4-bit and 4-bit by 8 rows,
@@ -227,6 +230,36 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   ASSERT_EQ(run_molt("bench results --in " + again.path().string()).exit_code, 0);
   EXPECT_EQ(test::read_file(again / "RESULTS.md"), md);
   EXPECT_EQ(test::read_file(again / "results.html"), test::read_file(t / "results.html"));
+}
+
+TEST(BenchRun, SmokeRunIsTheQuickRunAtItsSmallestAndSaysSo) {
+  // Under emulation QuickRunPageNumbersAreTheJsons runs exactly this.
+  if (test::under_emulation()) GTEST_SKIP() << "the quick run's test is the smoke run here";
+  test::TempDir t;
+  const auto r = run_molt(fmt::format(
+      "bench run --smoke --ladder {0}/models/tiny-ladder/ladder.json --text "
+      "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
+      "--traces-dir {0}/traces --trace {0}/traces/spike_mid_answer.json --threads 1 --no-real "
+      "--out {1}",
+      kSrc, t.path().string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json results = json::parse(test::read_file(t / "results.json"));
+  EXPECT_TRUE(results.at("smoke").get<bool>());
+  EXPECT_TRUE(results.at("quick").get<bool>());
+  EXPECT_EQ(results.at("conditions").at("prompts").size(), 2u);
+  EXPECT_EQ(results.at("kv").at("windows"), 1);
+  EXPECT_EQ(results.at("kv").at("needles")[0].at("count"), 1);
+  const json& tr = results.at("transfer");
+  EXPECT_EQ(tr.at("windows"), 1);
+  EXPECT_EQ(tr.at("prefix").get<int64_t>() + tr.at("continuation").get<int64_t>(), 512);
+  for (const json& route : tr.at("routes")) {
+    EXPECT_EQ(route.at("eval").at("windows"), 1);
+    EXPECT_EQ(route.at("needles")[0].at("count"), 1);
+  }
+  // The page names the run's kind and warns that its figures check the pipeline only.
+  const std::string md = test::read_file(t / "RESULTS.md");
+  EXPECT_NE(md.find("smoke"), std::string::npos);
+  EXPECT_NE(md.find("not the method"), std::string::npos);
 }
 
 TEST(BenchRun, CommittedPageIsGeneratedFromItsJsonAndTheCommittedFiles) {

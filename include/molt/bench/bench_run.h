@@ -20,9 +20,14 @@ struct BenchRunOptions {
   std::filesystem::path traces_dir = "traces";  // the five traces of the evaluation
   std::vector<std::filesystem::path> traces;    // instead of them, when given
   bool quick = false;  // 4 prompts × 2 traces (a test's run) instead of 20 × 5
+  // quick with every section at its smallest: 2 prompts, 1 evaluation window of 512 tokens, 1
+  // needle per set. It checks the whole pipeline where compute is scarce (under emulation); its
+  // figures mean little.
+  bool smoke = false;
   int threads = 2;
   // The real geometries' synthetic checkpoints, made on the first run and kept (about 20 GB:
-  // Qwen2.5 0.5B, 1.5B and 3B at bf16, int8 and 4-bit; a quick run makes only 0.5B's, about 2 GB). Empty: no real-geometry sections.
+  // Qwen2.5 0.5B, 1.5B and 3B at bf16, int8 and 4-bit; a quick run makes only 0.5B's, about 2 GB).
+  // Empty: no real-geometry sections.
   std::filesystem::path real_dir;
 };
 
