@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -167,16 +168,25 @@ json run_serve_bench(const ServeBenchOptions& o) {
   const double rss0 = to_mib(read_process_memory().rss_bytes);
   bool cut_done = false, restored = false;
   double minute_1 = NAN;
+  // Scheduler rounds while the cut held: none means the run measured no squeeze at all (a slow
+  // machine still prefilling, e.g. under emulation), which the result then says.
+  const auto rounds_now = [&] {
+    const auto m = control.Get("/metrics");
+    return m ? metric(m->body, "molt_rounds_total") : NAN;
+  };
+  double rounds_at_cut = NAN, rounds_at_restore = NAN;
   while (seconds_since(t0) < o.seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     const double s = seconds_since(t0);
     if (!cut_done && s >= o.cut_at * o.seconds) {
       cut_done = true;
+      rounds_at_cut = rounds_now();
       auto r = control.Post("/v1/molt/budget", json({{"rung", cut}}).dump(), "application/json");
       if (!r || r->status != 200) t.error("the budget cut was refused");
     }
     if (!restored && o.restore_at < 1 && s >= o.restore_at * o.seconds) {
       restored = true;
+      rounds_at_restore = rounds_now();
       control.Post("/v1/molt/budget", R"({"mib": null})", "application/json");
     }
     if (static_cast<int64_t>(s * 4) % 4 == 0) {  // one RSS sample a second
@@ -195,6 +205,7 @@ json run_serve_bench(const ServeBenchOptions& o) {
   if (o.progress) fmt::print(stderr, "\n");
   const double elapsed = seconds_since(t0);
   const std::string metrics = control.Get("/metrics")->body;
+  if (!restored) rounds_at_restore = metric(metrics, "molt_rounds_total");
   // The last sample under load ends the drift; once the clients stop, the caches are gone and
   // RSS falls (reported apart).
   const double end_rss = rss.empty() ? rss0 : rss.back()["rss_mib"].get<double>();
@@ -220,7 +231,10 @@ json run_serve_bench(const ServeBenchOptions& o) {
   r["error_messages"] = t.messages;
   r["migrations"] = t.migrations;
   r["rounds"] = metric(metrics, "molt_rounds_total");
-  r["max_overshoot_mib"] = metric(metrics, "molt_max_overshoot_mib");
+  r["cut_rounds"] = rounds_at_restore - rounds_at_cut;
+  // −Inf (no round under a finite budget) has no JSON number: null.
+  const double overshoot = metric(metrics, "molt_max_overshoot_mib");
+  r["max_overshoot_mib"] = std::isfinite(overshoot) ? json(overshoot) : json(nullptr);
   r["killed"] = metric(metrics, "molt_generations_killed_total");
   r["rss_mib"] = {{"start", rss0},
                   {"minute_1", std::isnan(minute_1) ? json(nullptr) : json(minute_1)},
@@ -233,24 +247,33 @@ json run_serve_bench(const ServeBenchOptions& o) {
 }
 
 std::string serve_bench_table(const json& r) {
+  const json& over = r["max_overshoot_mib"];
+  const std::string overshoot = over.is_number()
+                                    ? fmt::format("{:.2f} MiB", over.get<double>())
+                                    : "none: no scheduler round ran under a finite budget";
+  const double cut_rounds = r.value("cut_rounds", 0.0);
+  const std::string cut_note =
+      cut_rounds > 0 ? fmt::format("{:.0f} scheduler rounds under the cut", cut_rounds)
+                     : "no scheduler round ran under the cut: the squeeze went unmeasured, run "
+                       "longer (--seconds)";
   return fmt::format(
-      "molt bench serve: {} streams for {:.0f} s, squeezed to {} mid-run\n"
+      "molt bench serve: {} streams for {:.0f} s, squeezed to {} mid-run ({})\n"
       "  requests      {} ({:.1f}/s)\n"
       "  tokens        {} ({:.0f}/s)\n"
       "  TTFT          p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms\n"
       "  errors        {}\n"
       "  migrations    {} (over {} scheduler rounds; killed {})\n"
-      "  max overshoot {:.2f} MiB\n"
+      "  max overshoot {}\n"
       "  RSS           {:.1f} MiB at start, {:.1f} at the end under load: drift {:+.2f}% (from "
       "{})\n",
-      r["streams"].get<int>(), r["seconds"].get<double>(), r["cut_to"].get<std::string>(),
+      r["streams"].get<int>(), r["seconds"].get<double>(), r["cut_to"].get<std::string>(), cut_note,
       r["requests"].get<int64_t>(), r["req_s"].get<double>(), r["tokens"].get<int64_t>(),
       r["tok_s"].get<double>(), r["ttft_ms"]["p50"].get<double>(),
       r["ttft_ms"]["p99"].get<double>(), r["ttft_ms"]["max"].get<double>(),
       r["errors"].get<int64_t>(), r["migrations"].get<int64_t>(), r["rounds"].get<double>(),
-      r["killed"].get<double>(), r["max_overshoot_mib"].get<double>(),
-      r["rss_mib"]["start"].get<double>(), r["rss_mib"]["end"].get<double>(),
-      100 * r["rss_drift"].get<double>(), r["rss_drift_from"].get<std::string>());
+      r["killed"].get<double>(), overshoot, r["rss_mib"]["start"].get<double>(),
+      r["rss_mib"]["end"].get<double>(), 100 * r["rss_drift"].get<double>(),
+      r["rss_drift_from"].get<std::string>());
 }
 
 }  // namespace molt::server

@@ -27,7 +27,8 @@ struct ServeBenchOptions {
 // JSON: requests, tokens, req_s, tok_s, ttft_ms {p50, p99, max}, errors (+ the first few
 // messages), migrations, rss_mib {start, minute_1, end (the last sample under load), after_stop,
 // samples}, rss_drift (end vs minute 1, or vs the first sample when shorter), rounds,
-// max_overshoot_mib.
+// cut_rounds (scheduler rounds while the cut held: 0 means the squeeze went unmeasured),
+// max_overshoot_mib (null when no round ran under a finite budget).
 nlohmann::json run_serve_bench(const ServeBenchOptions& o);
 std::string serve_bench_table(const nlohmann::json& result);
 
