@@ -145,6 +145,7 @@ json run_serve_bench(const ServeBenchOptions& o) {
   std::atomic<bool> stop{false};
   const Clock::time_point t0 = Clock::now();
   std::vector<std::thread> clients;
+  clients.reserve(static_cast<size_t>(o.streams));
   for (int i = 0; i < o.streams; ++i) {
     clients.emplace_back([&, i] {
       httplib::Client c("127.0.0.1", port);
