@@ -252,7 +252,9 @@ std::string serve_bench_table(const json& r) {
   const std::string overshoot = over.is_number()
                                     ? fmt::format("{:.2f} MiB", over.get<double>())
                                     : "none: no scheduler round ran under a finite budget";
-  const double cut_rounds = r.value("cut_rounds", 0.0);
+  const double cut_rounds = r.contains("cut_rounds") && r["cut_rounds"].is_number()
+                                ? r["cut_rounds"].get<double>()
+                                : 0.0;  // NaN (no /metrics answer) is written as null
   const std::string cut_note =
       cut_rounds > 0 ? fmt::format("{:.0f} scheduler rounds under the cut", cut_rounds)
                      : "no scheduler round ran under the cut: the squeeze went unmeasured, run "
