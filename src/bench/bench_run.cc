@@ -287,10 +287,10 @@ json bench_run(const BenchRunOptions& o,
   if (quick) {
     tro.windows = o.smoke ? 1 : 2;
     tro.needles = {{700, o.smoke ? 1 : 4}};
-  }
-  if (o.smoke) {
-    tro.prefix = 384;
-    tro.continuation = 128;
+    if (o.smoke) {
+      tro.prefix = 384;
+      tro.continuation = 128;
+    }
   }
   results["transfer"] =
       run_transfer_bench(*ladder, o.text, o.needles, tro, [&](int64_t done, int64_t total) {

@@ -92,6 +92,15 @@ std::string visible_text(std::string h) {
   return out;
 }
 
+// `molt bench run FLAGS` on the tiny ladder, its prompts and the traces folder, into `out`.
+test::CommandResult run_on_tiny_ladder(const std::string& flags, const fs::path& out) {
+  return run_molt(fmt::format(
+      "bench run {2} --ladder {0}/models/tiny-ladder/ladder.json --text "
+      "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
+      "--traces-dir {0}/traces --threads 1 --out {1}",
+      kSrc, out.string(), flags));
+}
+
 TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   test::TempDir t;
   // Under qemu (every float operation emulated) the real geometries' 0.5B checkpoints alone would
@@ -100,13 +109,10 @@ TEST(BenchRun, QuickRunPageNumbersAreTheJsons) {
   const bool emulated = test::under_emulation();
   const size_t traces = emulated ? 1 : 2, prompts = emulated ? 2 : 4;
   const int needles = emulated ? 1 : 4;
-  const std::string args = fmt::format(
-      "bench run {2} --ladder {0}/models/tiny-ladder/ladder.json --text "
-      "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
-      "--traces-dir {0}/traces --threads 1 --out {1} --real-dir {1}/real{3}",
-      kSrc, t.path().string(), emulated ? "--smoke" : "--quick",
-      emulated ? fmt::format(" --no-real --trace {}/traces/spike_mid_answer.json", kSrc) : "");
-  const auto r = run_molt(args);
+  const auto r = run_on_tiny_ladder(
+      emulated ? fmt::format("--smoke --no-real --trace {}/traces/spike_mid_answer.json", kSrc)
+               : fmt::format("--quick --real-dir {}/real", t.path().string()),
+      t.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json results = json::parse(test::read_file(t / "results.json"));
   const json& cond = results.at("conditions");
@@ -236,12 +242,8 @@ TEST(BenchRun, SmokeRunIsTheQuickRunAtItsSmallestAndSaysSo) {
   // Under emulation QuickRunPageNumbersAreTheJsons runs exactly this.
   if (test::under_emulation()) GTEST_SKIP() << "the quick run's test is the smoke run here";
   test::TempDir t;
-  const auto r = run_molt(fmt::format(
-      "bench run --smoke --ladder {0}/models/tiny-ladder/ladder.json --text "
-      "{0}/models/tiny-ladder/data/test.txt --needles {0}/models/tiny-ladder/data/needles.jsonl "
-      "--traces-dir {0}/traces --trace {0}/traces/spike_mid_answer.json --threads 1 --no-real "
-      "--out {1}",
-      kSrc, t.path().string()));
+  const auto r = run_on_tiny_ladder(
+      fmt::format("--smoke --no-real --trace {}/traces/spike_mid_answer.json", kSrc), t.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json results = json::parse(test::read_file(t / "results.json"));
   EXPECT_TRUE(results.at("smoke").get<bool>());
