@@ -33,7 +33,7 @@ struct FitArgs {
   std::string method = "ridge";
   std::string shard;
   double lambda = 0.01;
-  int64_t sequences = 500, seq_len = 1024, stride = 4, recompute = 0;
+  int64_t sequences = 500, seq_len = 1024, stride = 4, recompute = 0, native_layers = 0;
   int64_t heldout_every = 10, select_windows = 4;
   int threads = 2;
   bool keep_stats = false;
@@ -42,6 +42,7 @@ struct FitArgs {
   // merge / report
   std::string dir, merge_out, merge_method, merge_k, merge_embed, merge_sender_kv;
   double merge_lambda = -1;
+  int64_t merge_native = -1;
   bool json = false;
 };
 
@@ -113,6 +114,7 @@ void run_fit(const FitArgs& a) {
   o.seq_len = a.seq_len;
   o.stride = a.stride;
   o.recompute_layers = a.recompute;
+  o.native_layers = a.method == "ridge" ? a.native_layers : 0;
   o.heldout_every = a.heldout_every;
   o.select_windows = a.select_windows;
   o.token_identity = !a.no_floor;
@@ -229,8 +231,10 @@ void run_merge(const FitArgs& a) {
   if (a.merge_lambda >= 0) o.lambda = a.merge_lambda;
   if (!a.merge_embed.empty()) o.embed_tokens = parse_embed_tokens(a.merge_embed);
   if (!a.merge_sender_kv.empty()) o.sender_kv = a.merge_sender_kv;
+  if (a.merge_native >= 0) o.native_layers = a.merge_native;
   if (o.method != "ridge") {  // features are ridge inputs
     o.embed_tokens = 0;
+    o.native_layers = 0;
     o.sender_kv = "separate";
   }
   auto sender = Model::load(o.sender_dir);
@@ -285,10 +289,19 @@ void run_report(const FitArgs& a) {
   fmt::print(
       "features  {}{}\n",
       map.features.embed_tokens > 0
-          ? fmt::format("the receiver's embeddings of the token and the {} before it ({} "
+          ? fmt::format("the receiver's {} of the token and the {} before it ({} "
                         "inputs per layer map after the sender's)",
+                        map.features.native_layers > 0
+                            ? fmt::format("hidden states after its first {} layer(s), run "
+                                          "natively over the context,",
+                                          map.features.native_layers)
+                            : std::string("embeddings"),
                         map.features.embed_tokens - 1,
                         map.features.embed_tokens * map.receiver.geometry.hidden_size)
+      : map.features.native_layers > 0
+          ? fmt::format("none (the sender's K/V only; the receiver's first {} layer(s) run "
+                        "natively)",
+                        map.features.native_layers)
           : std::string("none (the sender's K/V only)"),
       map.features.joint_kv ? "; K and V maps read the sender's keys and values together" : "");
   if (info.contains("k_candidates")) {
@@ -370,6 +383,11 @@ const bool registered = register_command([](CLI::App& root) {
   f->add_option("--embed-tokens", a->embed_tokens,
                 "ridge inputs gain the receiver's embeddings of the token and the N − 1 before "
                 "it: N in 0..16, or auto (0, 1 or 3, chosen with k by held-out prefix NLL)");
+  f->add_option("--native-layers", a->native_layers,
+                "ridge: the receiver's first N layers run natively over the context when the map "
+                "is applied, and the token features are the hidden states they produce instead "
+                "of the embeddings (N below the receiver's layers)")
+      ->check(CLI::NonNegativeNumber);
   f->add_option("--sender-kv", a->sender_kv,
                 "what each ridge map reads of the sender: separate (K maps keys, V maps values), "
                 "joint (both read keys and values of their source layers; statistics twice as "
@@ -411,6 +429,10 @@ const bool registered = register_command([](CLI::App& root) {
       fail("--sender-kv does not apply to --method {} (it chooses a ridge map's inputs)",
            a->method);
     }
+    if (a->method != "ridge" && f->count("--native-layers") > 0) {
+      fail("--native-layers does not apply to --method {} (they feed a ridge map's inputs)",
+           a->method);
+    }
     if (a->method != "ridge" && f->count("--embed-tokens") > 0) {
       fail("--embed-tokens does not apply to --method {} (token features are ridge inputs)",
            a->method);
@@ -438,6 +460,10 @@ const bool registered = register_command([](CLI::App& root) {
   m->add_option("--lambda", a->merge_lambda, "override λ")->check(CLI::NonNegativeNumber);
   m->add_option("--embed-tokens", a->merge_embed,
                 "override the token features: N (up to what the statistics hold) or auto");
+  m->add_option("--native-layers", a->merge_native,
+                "0: statistics fitted with --native-layers solve a map without them (and without "
+                "token features, --embed-tokens 0: the reference ridge)")
+      ->check(CLI::NonNegativeNumber);
   m->add_option("--sender-kv", a->merge_sender_kv,
                 "override what the maps read of the sender: separate, or joint / auto when the "
                 "statistics hold K and V together")

@@ -80,7 +80,7 @@ void run(const BenchArgs& a) {
   std::sort(prefill_ms.begin(), prefill_ms.end());
 
   const double apply = apply_ms.front(), prefill = prefill_ms.front();
-  const double map_flops = map->flops_per_position() * static_cast<double>(n);
+  const double map_flops = transfer_flops(*map, receiver->config(), n);
   const double pf_flops = prefill_flops(receiver->config(), n);
   const nlohmann::json j = {{"from", a.from},
                             {"to", a.to},

@@ -37,6 +37,7 @@ std::string grouped(int64_t n) {
 // as none.
 struct Runs {
   json transfer, depth, reference;
+  json embed;  // the route's map with the embeddings as token features (no native layer)
   std::vector<std::pair<int64_t, json>> needles;  // by context
   std::vector<std::pair<int64_t, json>> heal;     // `molt transfer heal` runs, by context
 };
@@ -59,11 +60,13 @@ std::vector<std::pair<int64_t, json>> runs_by_context(const fs::path& eval,
 }
 
 Runs read_runs(const fs::path& eval, const std::string& name) {
-  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), json(), {}, {}};
+  Runs r{read_json_file(eval / (name + ".transfer.json")), json(), json(), json(), {}, {}};
   const fs::path depth = eval / (name + ".depth-remap.json");
   if (fs::exists(depth)) r.depth = read_json_file(depth);
   const fs::path reference = eval / (name + ".reference-ridge.json");
   if (fs::exists(reference)) r.reference = read_json_file(reference);
+  const fs::path embed = eval / (name + ".embedding-features.json");
+  if (fs::exists(embed)) r.embed = read_json_file(embed);
   const std::string prefix = name + ".needle-";
   r.needles = runs_by_context(eval, prefix);
   r.heal = runs_by_context(eval, name + ".heal-");
@@ -126,10 +129,21 @@ std::string map_lines(const fs::path& dir) {
       fmt::format("- map: {}, k = {} ({}), λ = {}; calibration {} windows of {} tokens\n",
                   map.method, i.at("k").dump(), i.at("k_chosen_by").get<std::string>(),
                   i.at("lambda").dump(), cal.at("train_windows").dump(), cal.at("seq_len").dump());
+  if (map.features.native_layers > 0) {
+    md += fmt::format(
+        "- native layers: the receiver's first {} layer(s) run natively over the carried tokens "
+        "(their K/V are its own; {:.0f}% of a re-read's layers)\n",
+        map.features.native_layers,
+        100.0 * static_cast<double>(map.features.native_layers) /
+            static_cast<double>(map.receiver.geometry.n_layers));
+  }
   if (map.features.embed_tokens > 0) {
     md += fmt::format(
-        "- token features: the receiver's RMS-normalised embeddings of the token and the {} "
-        "before it, {} more inputs per layer map\n",
+        "- token features: the receiver's RMS-normalised {} of the token and the {} before it, "
+        "{} more inputs per layer map\n",
+        map.features.native_layers > 0
+            ? fmt::format("hidden states entering layer {}", map.features.native_layers)
+            : std::string("embeddings"),
         map.features.embed_tokens - 1,
         grouped(map.features.embed_tokens * map.receiver.geometry.hidden_size));
   }
@@ -162,6 +176,7 @@ std::string checksum_line(const Runs& r) {
   check(r.transfer, "transfer");
   check(r.depth, "depth remap");
   check(r.reference, "reference ridge");
+  check(r.embed, "embedding features");
   for (const auto& [ctx, n] : r.needles) check(n, fmt::format("needle @{}", ctx));
   if (without.empty()) {
     return "- every run records the SHA-256 of the rungs, the map folder and the text it read\n";
@@ -308,6 +323,14 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
         "features (k = {}), evaluated on the same windows\n",
         name, r.reference.at("k").dump());
   }
+  if (is_run(r.embed)) {
+    md += fmt::format(
+        "- embedding features: map `maps/ablations/{}-embed`, the route's ridge map with the "
+        "receiver's embeddings as token features and no native layer (k = {}, features chosen "
+        "by held-out prefix NLL), fitted on the same calibration windows with statistics of its "
+        "own\n",
+        name, r.embed.at("k").dump());
+  }
   md += checksum_line(r);
   md += fmt::format(
       "- receiver native NLL {:.4f}, sender {:.4f}; {} windows, {} tokens scored\n\n"
@@ -328,6 +351,14 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
                 c);
     }
   }
+  if (r.embed.is_object() && r.embed.contains("conditions")) {
+    for (const json& c : r.embed.at("conditions")) {
+      const std::string cond = c.at("condition").get<std::string>();
+      md += row(cond.starts_with("map") ? "embedding features (no native layer)"
+                                        : "embedding features, " + cond,
+                c);
+    }
+  }
   if (r.depth.is_object() && r.depth.contains("conditions")) {
     for (const json& c : r.depth.at("conditions")) {
       const std::string cond = c.at("condition").get<std::string>();
@@ -343,6 +374,10 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
     }
     if (const json* ref = condition(r.reference, "map (")) {
       const std::string p = paired(*m, *ref, "reference ridge");
+      if (!p.empty()) pairs.push_back(p);
+    }
+    if (const json* e = condition(r.embed, "map (")) {
+      const std::string p = paired(*m, *e, "embedding features");
       if (!p.empty()) pairs.push_back(p);
     }
   }

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "molt/transfer/map_file.h"
+#include "molt/transfer/transfer.h"
+
 namespace molt {
 
 FlopCount prefill_flop_count(const ModelConfig& c, int64_t n) {
@@ -21,6 +24,13 @@ FlopCount prefill_flop_count(const ModelConfig& c, int64_t n) {
 
 double prefill_flops(const ModelConfig& c, int64_t n) {
   return prefill_flop_count(c, n).total();
+}
+
+double transfer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n) {
+  const FlopCount f = prefill_flop_count(receiver, n);
+  const double native = static_cast<double>(map.data().features.native_layers) /
+                        static_cast<double>(receiver.num_hidden_layers);
+  return map.flops_per_position() * static_cast<double>(n) + native * (f.linear + f.attention);
 }
 
 ConditionSummary summarize_condition(const std::vector<MigrationEvent>& migrations,

@@ -187,7 +187,7 @@ std::unique_ptr<KVCache> carry(State& g, const MigrationPlan& p, MigrationEvent&
   e.carry_ms += ms_between(t0, Clock::now());
   const int64_t n = dst->size();
   const double full = prefill_flops(receiver.config(), n);
-  const double mapped = map->flops_per_position() * static_cast<double>(n);
+  const double mapped = transfer_flops(*map, receiver.config(), n);
   // heal re-runs every layer over every carried position later: nothing is saved, the
   // re-prefill is deferred.
   e.flops_saved = p.policy == Policy::kHeal ? 0 : std::clamp(1.0 - mapped / full, 0.0, 1.0);

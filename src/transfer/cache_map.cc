@@ -85,7 +85,8 @@ class LinearCacheMap final : public CacheMap {
   double flops_per_position() const override {
     const int64_t kvr = map_.receiver.geometry.kv_dim();
     double f = 0;
-    for (const LayerMap& L : map_.layers) {
+    for (size_t j = static_cast<size_t>(map_.features.native_layers); j < map_.layers.size(); ++j) {
+      const LayerMap& L = map_.layers[j];
       f += map_.method == "diagonal" ? 4.0 * kvr
                                      : 2.0 * kvr * static_cast<double>(L.k_in() + L.v_in());
     }
@@ -113,11 +114,14 @@ class LinearCacheMap final : public CacheMap {
     if (a > 0 && static_cast<int64_t>(tokens.size()) != n) {
       fail("transfer: anchors need the {} token ids of the cache, got {}", n, tokens.size());
     }
-    const int64_t lags = map_.features.embed_tokens;
-    if (lags > 0 && static_cast<int64_t>(tokens.size()) != n) {
+    const int64_t lags = map_.features.embed_tokens, native = map_.features.native_layers;
+    if ((lags > 0 || native > 0) && static_cast<int64_t>(tokens.size()) != n) {
       fail(
           "transfer: this map reads token features and needs the {} token ids of the cache, got {}",
           n, tokens.size());
+    }
+    if (native + r > gr.n_layers) {
+      fail("transfer: recompute_layers {} overlaps the map's {} native layers", r, native);
     }
     const BoundaryMap* boundary = nullptr;
     if (r > 0) {
@@ -148,7 +152,7 @@ class LinearCacheMap final : public CacheMap {
       // maps read their sources' keys; joint maps read keys and values of all their sources).
       const bool joint = map_.features.joint_kv;
       const auto reads = [&](int64_t l, bool keys) {
-        for (int64_t j = 0; j < mapped; ++j) {
+        for (int64_t j = native; j < mapped; ++j) {
           const LayerMap& L = map_.layers[j];
           for (const auto* list : {&L.k_sources, &L.v_sources}) {
             if ((joint || (list == &L.k_sources) == keys) &&
@@ -176,11 +180,14 @@ class LinearCacheMap final : public CacheMap {
         }
       }
       const int64_t hr = gr.hidden_size;
-      const std::vector<float> embeddings =
-          lags > 0 ? normed_embeddings(receiver, tokens) : std::vector<float>();
-      // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
-      // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
-      // region), instead of a team synchronising around every small GEMM.
+      // Native layers first: they write the receiver's own K/V of layers [0, native) into dst
+      // and give the features (token_feature_rows).
+      std::vector<float> embeddings;
+      if (lags > 0 || native > 0) embeddings = token_feature_rows(receiver, tokens, native, dst);
+      if (lags == 0) std::vector<float>().swap(embeddings);
+        // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
+        // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
+        // region), instead of a team synchronising around every small GEMM.
 #pragma omp parallel for schedule(dynamic, 1)
       for (size_t i = 0; i < need.size(); ++i) {
         const int64_t l = need[i];
@@ -193,7 +200,7 @@ class LinearCacheMap final : public CacheMap {
         std::vector<float> x, y;
         std::vector<const float*> parts;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < 2 * mapped; ++task) {
+        for (int64_t task = 2 * native; task < 2 * mapped; ++task) {
           const int64_t j = task / 2;
           const bool keys = task % 2 == 0;
           const LayerMap& L = map_.layers[j];
@@ -301,6 +308,11 @@ void validate(const MapData& m) {
     fail("map: {} token features for a {} map", m.features.embed_tokens, m.method);
   }
   if (diagonal && m.features.joint_kv) fail("map: a diagonal map reads K and V apart");
+  if (m.features.native_layers < 0 || m.features.native_layers >= gr.n_layers ||
+      (diagonal && m.features.native_layers > 0)) {
+    fail("map: {} native layers for a {} map of a {}-layer receiver", m.features.native_layers,
+         m.method, gr.n_layers);
+  }
   for (int64_t j = 0; j < gr.n_layers; ++j) {
     const LayerMap& L = m.layers[j];
     if (!diagonal && L.joint_kv != m.features.joint_kv) {

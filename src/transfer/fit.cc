@@ -203,6 +203,7 @@ nlohmann::json FitOptions::settings() const {
           {"shard_count", shard_count},
           {"token_identity", token_identity},
           {"embed_tokens", embed_tokens},
+          {"native_layers", native_layers},
           {"rope_sandwich", rope_sandwich},
           {"sender_kv", sender_kv},
           {"sender", sender_name},
@@ -229,6 +230,7 @@ FitOptions fit_options_from_settings(const nlohmann::json& s) {
     o.shard_count = s.at("shard_count").get<int64_t>();
     o.token_identity = s.at("token_identity").get<bool>();
     o.embed_tokens = s.value("embed_tokens", int64_t{0});         // absent before token features
+    o.native_layers = s.value("native_layers", int64_t{0});       // absent before native layers
     o.rope_sandwich = s.value("rope_sandwich", true);             // absent before the ablation
     o.sender_kv = s.value("sender_kv", std::string("separate"));  // absent before joint K/V
     o.sender_name = s.at("sender").get<std::string>();
@@ -274,6 +276,18 @@ StatsLayout make_layout(const Model& sender, const Model& receiver, const FitOpt
     fail("--sender-kv {} applies to --method ridge only (not {})", o.sender_kv, o.method);
   }
   if (o.method == "ridge") l.embed_tokens = o.embed_tokens == kAutoEmbedTokens ? 3 : o.embed_tokens;
+  if (o.native_layers < 0 || o.native_layers >= l.receiver.n_layers) {
+    fail("--native-layers {} must be in [0, {}) (the receiver's layers)", o.native_layers,
+         l.receiver.n_layers);
+  }
+  if (o.method != "ridge" && o.native_layers > 0) {
+    fail("--native-layers applies to --method ridge only (not {})", o.method);
+  }
+  if (o.native_layers > 0 && o.recompute_layers > l.receiver.n_layers - o.native_layers) {
+    fail("--native-layers {} and --recompute-layers {} overlap in a receiver of {} layers",
+         o.native_layers, o.recompute_layers, l.receiver.n_layers);
+  }
+  l.native_layers = o.native_layers;
   l.joint_kv = o.sender_kv != "separate";
   l.rotated_keys = !o.rope_sandwich;
   if (o.recompute_layers < 0 || o.recompute_layers > l.receiver.n_layers) {
@@ -307,8 +321,13 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   for (int64_t p = 0; p < T; p += stride) pos.push_back(p);
   const int64_t R = static_cast<int64_t>(pos.size());
 
-  const std::vector<float> e =
-      layout.embed_tokens > 0 ? normed_embeddings(receiver, ids) : std::vector<float>();
+  // The native layers' K/V land in a scratch cache (rc already holds the same rows).
+  std::vector<float> e;
+  if (layout.embed_tokens > 0) {
+    KVCache scratch = receiver.new_cache(layout.native_layers > 0 ? T : 0);
+    scratch.set_size(layout.native_layers > 0 ? T : 0);
+    e = token_feature_rows(receiver, ids, layout.native_layers, scratch);
+  }
   const std::vector<double> sk = layer_rows(sc, sender.rope(), true, pos, layout.rotated_keys);
   const std::vector<double> sv = layer_rows(sc, sender.rope(), false, pos);
   const std::vector<double> yk = layer_rows(rc, receiver.rope(), true, pos, layout.rotated_keys);
@@ -395,8 +414,9 @@ namespace {
 struct SolvedLayers {
   std::vector<std::vector<int64_t>> k_sources, v_sources;
   LayerSolve k, v;
-  int64_t embed_in = 0;   // token-feature inputs of every layer map
-  bool joint_kv = false;  // K and V maps read the sources' keys and values
+  int64_t embed_in = 0;       // token-feature inputs of every layer map
+  bool joint_kv = false;      // K and V maps read the sources' keys and values
+  int64_t native_layers = 0;  // receiver layers run natively (their maps unused)
 };
 
 SolvedLayers solve_sources(const SplitStats& train, const SplitStats& held, const StatsLayout& lay,
@@ -429,6 +449,7 @@ std::vector<float> stored(const std::vector<double>& w, DType dtype) {
 void store_layers(const SolvedLayers& s, MapData& map) {
   map.features.embed_tokens = s.embed_in / map.receiver.geometry.hidden_size;
   map.features.joint_kv = s.joint_kv;
+  map.features.native_layers = s.native_layers;
   for (size_t j = 0; j < map.layers.size(); ++j) {
     LayerMap& L = map.layers[j];
     L.k_sources = s.k_sources[j];
@@ -442,9 +463,10 @@ void store_layers(const SolvedLayers& s, MapData& map) {
   }
 }
 
-Residual total(const std::vector<Residual>& rs) {
+// Over the mapped layers: the first `native` run natively, their maps unused.
+Residual total(const std::vector<Residual>& rs, int64_t native) {
   Residual t;
-  for (const Residual& r : rs) t.add(r);
+  for (size_t j = static_cast<size_t>(native); j < rs.size(); ++j) t.add(rs[j]);
   return t;
 }
 
@@ -517,6 +539,15 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
          lay.embed_tokens, want.embed_tokens, want.embed_tokens);
   }
   want.embed_tokens = lay.embed_tokens;
+  // Hidden-state features come with their native layers; statistics holding them also solve a
+  // map without features and without native layers (the reference ridge), nothing between.
+  const int64_t native = o.method == "ridge" ? o.native_layers : 0;
+  if (native != lay.native_layers && o.method == "ridge" && (native != 0 || o.embed_tokens != 0)) {
+    fail(
+        "statistics hold the receiver's hidden states entering layer {} as token features: solve "
+        "with --native-layers {}, or with --native-layers 0 and --embed-tokens 0",
+        lay.native_layers, lay.native_layers);
+  }
   // Statistics holding keys and values together also solve maps that read them apart.
   if (o.sender_kv != "separate" && !lay.joint_kv) {
     fail(
@@ -525,6 +556,7 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
         o.sender_kv);
   }
   want.joint_kv = lay.joint_kv;
+  want.native_layers = lay.native_layers;
   if (!(lay == want)) {
     fail("statistics were collected for another route, or for {} maps and cannot give {} ({})",
          lay.kind, o.method, lay.to_json().dump());
@@ -628,6 +660,7 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
           std::vector<std::vector<int64_t>> sk(Lr), sv(Lr);
           for (int64_t j = 0; j < Lr; ++j) sk[j] = top_k(r2k[j], k), sv[j] = top_k(r2v[j], k);
           solved.push_back(solve_sources(train, held, lay, sk, sv, joint, features, o.lambda));
+          solved.back().native_layers = native;
           MapData m = map;
           store_layers(solved.back(), m);
           cands.push_back(std::move(m));
@@ -637,8 +670,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                                   : fmt::format("k = {:2}", k);
           if (joints.size() > 1 || joint) label += joint ? ", K+V together" : ", K and V apart";
           labels.push_back(label);
-          const Residual tk = total(solved.back().k.residuals),
-                         tv = total(solved.back().v.residuals);
+          const Residual tk = total(solved.back().k.residuals, native),
+                         tv = total(solved.back().v.residuals, native);
           say(log,
               fmt::format("{}: held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f})",
                           labels.back(), tk.rel_rms(), tv.rel_rms(), tk.centred(), tv.centred()));
@@ -688,11 +721,23 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                            "then their values in the same order (K and V maps alike)"
                          : "all KV heads of the listed sender layers, concatenated in ascending "
                            "layer order, keys un-rotated at the sender's RoPE angles";
-    if (map.features.embed_tokens > 0) {
+    if (map.features.embed_tokens > 0 && map.features.native_layers > 0) {
+      in += fmt::format(
+          "; then the receiver's RMS-normalised hidden states entering layer {} (its first {} "
+          "layers run natively over the context) of the token and the {} before it (zeros before "
+          "position 0)",
+          map.features.native_layers, map.features.native_layers, map.features.embed_tokens - 1);
+    } else if (map.features.embed_tokens > 0) {
       in += fmt::format(
           "; then the receiver's RMS-normalised embeddings of the token and the {} before it "
           "(zeros before position 0)",
           map.features.embed_tokens - 1);
+    }
+    if (map.features.native_layers > 0) {
+      info["native_layers"] = fmt::format(
+          "receiver layers 0..{} run natively over the context when the map is applied; their "
+          "maps are stored but not used",
+          map.features.native_layers - 1);
     }
     info["input"] = in;
   }
@@ -728,11 +773,14 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
   const int64_t M = Lr * kvr;
   nlohmann::json layers = nlohmann::json::array();
   Residual tk, tv, fk, fvv;
+  const int64_t native_layers = map.features.native_layers;
   for (int64_t j = 0; j < Lr; ++j) {
     nlohmann::json e = {
         {"layer", j}, {"k", residual_json(res_k[j])}, {"v", residual_json(res_v[j])}};
-    tk.add(res_k[j]);
-    tv.add(res_v[j]);
+    const bool native = j < native_layers;  // the receiver's own K/V: not in the totals
+    if (native) e["native"] = true;
+    if (!native) tk.add(res_k[j]);
+    if (!native) tv.add(res_v[j]);
     if (floor) {
       const Residual a = identity_floor(train, st.heldout, st.heldout.k, train.k, train.tok_k,
                                         st.heldout.tok_k, M, j, kvr);
@@ -740,8 +788,8 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                                         st.heldout.tok_v, M, j, kvr);
       e["k_token_identity"] = residual_json(a);
       e["v_token_identity"] = residual_json(b);
-      fk.add(a);
-      fvv.add(b);
+      if (!native) fk.add(a);
+      if (!native) fvv.add(b);
     }
     layers.push_back(e);
   }
@@ -750,11 +798,15 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     total["k_token_identity"] = residual_json(fk);
     total["v_token_identity"] = residual_json(fvv);
   }
-  info["residuals"] = {{"on", has_held ? "held-out rows" : "training rows (nothing held out)"},
-                       {"keys", lay.rotated_keys ? "rotated" : "un-rotated"},
-                       {"total", total},
-                       {"layers", layers},
-                       {"boundary", boundary_res}};
+  info["residuals"] = {
+      {"on", has_held ? "held-out rows" : "training rows (nothing held out)"},
+      {"totals_over", native_layers > 0 ? fmt::format("receiver layers {}..{} (the mapped ones)",
+                                                      native_layers, Lr - 1)
+                                        : std::string("every receiver layer")},
+      {"keys", lay.rotated_keys ? "rotated" : "un-rotated"},
+      {"total", total},
+      {"layers", layers},
+      {"boundary", boundary_res}};
   say(log,
       fmt::format(
           "held-out residual K {:.4f} V {:.4f} (centred {:.4f} / {:.4f}){}", tk.rel_rms(),

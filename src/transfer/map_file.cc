@@ -446,8 +446,22 @@ MapData read_map_dir(const std::filesystem::path& dir) {
     }
     map.features.joint_kv = j == "joint";
   }
-  if (diagonal && (map.features.embed_tokens > 0 || map.features.joint_kv)) {
-    fail("{}: a diagonal map takes no token features and reads K and V apart", file.string());
+  if (features.contains("native_layers")) {
+    const nlohmann::json& j = features["native_layers"];
+    if (version < 4 || !j.is_number_integer() || j.get<int64_t>() < 0 ||
+        j.get<int64_t>() >= gr.n_layers ||
+        (j.is_number_unsigned() && j.get<uint64_t>() >= uint64_t(gr.n_layers))) {
+      fail(
+          "{}: __metadata__ 'features.native_layers' is {}, expected an integer in 0..{} "
+          "(format_version 4)",
+          file.string(), j.dump(), gr.n_layers - 1);
+    }
+    map.features.native_layers = j.get<int64_t>();
+  }
+  if (diagonal &&
+      (map.features.embed_tokens > 0 || map.features.joint_kv || map.features.native_layers > 0)) {
+    fail("{}: a diagonal map takes no token features or native layers and reads K and V apart",
+         file.string());
   }
   if (diagonal && kvs != kvr) fail("{}: a diagonal map needs equal KV widths", file.string());
   if (!sources.is_object() || !sources.contains("k") || !sources.contains("v") ||

@@ -130,6 +130,7 @@ nlohmann::json StatsLayout::to_json() const {
       {"boundaries", b}, {"token_vocab", token_vocab},      {"embed_tokens", embed_tokens}};
   if (rotated_keys) j["keys"] = "rotated";  // absent: un-rotated, as every earlier file
   if (joint_kv) j["sender_kv"] = "joint";   // absent: keys and values apart
+  if (native_layers > 0) j["native_layers"] = native_layers;  // absent: embeddings
   return j;
 }
 
@@ -152,6 +153,9 @@ StatsLayout StatsLayout::from_json(const nlohmann::json& j, const std::string& s
     l.joint_kv = kv == "joint";
     if (l.embed_tokens < 0 || l.embed_tokens > 16)
       fail("{}: layout: embed_tokens {}", source, l.embed_tokens);
+    l.native_layers = j.value("native_layers", int64_t{0});
+    if (l.native_layers < 0 || l.native_layers >= l.receiver.n_layers)
+      fail("{}: layout: native_layers {}", source, l.native_layers);
     return l;
   } catch (const nlohmann::json::exception& e) {
     fail("{}: layout: {}", source, e.what());

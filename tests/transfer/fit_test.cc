@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <utility>
 
 #include "molt/common/error.h"
 #include "molt/formats/safetensors.h"
@@ -212,9 +213,9 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
   test::TempDir d;
   write_map_dir(d / "map", data);
   auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
-  EXPECT_EQ(header->metadata().at("format_version"), "3");
+  EXPECT_EQ(header->metadata().at("format_version"), "4");
   EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
-            (nlohmann::json{{"embed_tokens", 2}, {"sender_kv", "separate"}}));
+            (nlohmann::json{{"embed_tokens", 2}, {"sender_kv", "separate"}, {"native_layers", 0}}));
   // Ridge weights ship as BF16 (the fit rounded them, so the file holds exactly these values).
   EXPECT_EQ(data.weight_dtype, DType::BF16);
   EXPECT_EQ(header->find("layers.0.k.heads.0.weight")->dtype, DType::BF16);
@@ -284,6 +285,104 @@ TEST_F(Fit, TokenFeaturesAreFittedStoredAndAppliedAsTheFormulaSays) {
   EXPECT_THROW(map->apply(*big_, src, *small_, {}, {}, dst2), Error);
 }
 
+// Native layers (issue 21): the receiver's first layer runs natively over the carried tokens,
+// and the token features are its RMS-normalised hidden states entering layer 1 instead of the
+// embeddings. Fitted, stored in a version-4 map file, read back, and applied as the formula
+// says: layer 0 holds the receiver's own rows, layer 1 W [K_s(p), ĥ(p), ĥ(p−1)] + b.
+TEST_F(Fit, NativeLayersFeedTheirHiddenStatesAndKeepTheReceiversOwnRows) {
+  FitOptions o = small_options();
+  o.k = 1;
+  o.embed_tokens = 2;
+  o.native_layers = 1;
+  const RouteStats st = collect(*big_, *small_, corpus_, o);
+  EXPECT_EQ(st.layout.native_layers, 1);
+  const MapData data = solve_route(st, *big_, *small_, o);
+  const int64_t H = small_cfg_.hidden_size, kvs = big_cfg_.kv_dim(), kvr = small_cfg_.kv_dim();
+  EXPECT_EQ(data.features.native_layers, 1);
+  EXPECT_NE(data.info["input"].get<std::string>().find("hidden states entering layer 1"),
+            std::string::npos);
+  EXPECT_TRUE(data.info["residuals"]["layers"][0].value("native", false));
+
+  test::TempDir d;
+  write_map_dir(d / "map", data);
+  auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
+  EXPECT_EQ(header->metadata().at("format_version"), "4");
+  EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
+            (nlohmann::json{{"embed_tokens", 2}, {"sender_kv", "separate"}, {"native_layers", 1}}));
+  const MapData back = read_map_dir(d / "map");
+  EXPECT_EQ(back.features.native_layers, 1);
+  EXPECT_EQ(back.layers[1].k_weight, data.layers[1].k_weight);
+
+  auto map = CacheMap::load(d / "map", *big_, *small_);
+  const int64_t T = 24;
+  const std::vector<int32_t> ids = test::random_ids(T, 97, 37);
+  KVCache src = big_->new_cache(T), dst = small_->new_cache(T);
+  big_->forward(ids, src, {});
+  map->apply(*big_, src, *small_, ids, {}, dst);
+  // The receiver reading the tokens itself: its layer-0 rows and the hidden states entering
+  // layer 1.
+  KVCache nat = small_->new_cache(T, /*keep_hidden=*/true);
+  small_->forward(ids, nat, {});
+  EXPECT_LT(test::max_abs_diff(dst.k(0), nat.k(0), T * kvr),
+            1e-5 * test::max_abs(nat.k(0), T * kvr));
+  EXPECT_LT(test::max_abs_diff(dst.v(0), nat.v(0), T * kvr),
+            1e-5 * test::max_abs(nat.v(0), T * kvr));
+  std::vector<double> normed(static_cast<size_t>(T * H));
+  const std::span<const float> h1 = std::as_const(nat).hidden(1);
+  for (int64_t p = 0; p < T; ++p) {
+    double ss = 0;
+    for (int64_t c = 0; c < H; ++c) ss += double(h1[p * H + c]) * h1[p * H + c];
+    const double inv = 1.0 / std::sqrt(ss / double(H) + small_cfg_.rms_norm_eps);
+    for (int64_t c = 0; c < H; ++c) normed[p * H + c] = h1[p * H + c] * inv;
+  }
+  const LayerMap& L = back.layers[1];
+  for (const bool keys : {true, false}) {
+    const int64_t s = (keys ? L.k_sources : L.v_sources).at(0), in = kvs + 2 * H;
+    std::vector<float> xs(static_cast<size_t>(T * kvs));
+    if (keys) {
+      std::copy_n(src.k(s).begin(), T * kvs, xs.begin());
+      unrotate_keys(big_->rope(), xs.data(), T, big_cfg_.num_key_value_heads);
+    } else {
+      std::copy_n(src.v(s).begin(), T * kvs, xs.begin());
+    }
+    const std::vector<float>& w = keys ? L.k_weight : L.v_weight;
+    const std::vector<float>& b = keys ? L.k_bias : L.v_bias;
+    std::vector<float> want(static_cast<size_t>(T * kvr));
+    for (int64_t p = 0; p < T; ++p) {
+      for (int64_t o2 = 0; o2 < kvr; ++o2) {
+        double y = b[o2];
+        const float* wr = w.data() + o2 * in;
+        for (int64_t c = 0; c < kvs; ++c) y += double(wr[c]) * xs[p * kvs + c];
+        for (int64_t lag = 0; lag < 2 && p - lag >= 0; ++lag) {
+          for (int64_t c = 0; c < H; ++c)
+            y += double(wr[kvs + lag * H + c]) * normed[(p - lag) * H + c];
+        }
+        want[p * kvr + o2] = static_cast<float>(y);
+      }
+    }
+    if (keys) rotate_keys(small_->rope(), want.data(), T, small_cfg_.num_key_value_heads);
+    const std::span<const float> got = keys ? dst.k(1) : dst.v(1);
+    EXPECT_LT(test::max_abs_diff(got, want, T * kvr), 1e-4 * test::max_abs(want, T * kvr))
+        << (keys ? "keys" : "values");
+  }
+
+  // The same statistics solve the reference ridge (no features, no native layers), and nothing
+  // between: hidden-state features without their native layers would be garbage.
+  FitOptions ref = o;
+  ref.native_layers = 0;
+  ref.embed_tokens = 0;
+  EXPECT_EQ(solve_route(st, *big_, *small_, ref).features.native_layers, 0);
+  ref.embed_tokens = 2;
+  EXPECT_THROW(solve_route(st, *big_, *small_, ref), Error);
+  // Native layers are whole receiver layers, below its depth, and feed ridge maps only.
+  FitOptions bad = small_options();
+  bad.native_layers = small_cfg_.num_hidden_layers;
+  EXPECT_THROW(collect(*big_, *small_, corpus_, bad), Error);
+  bad.native_layers = 1;
+  bad.method = "depth-remap";
+  EXPECT_THROW(collect(*big_, *small_, corpus_, bad), Error);
+}
+
 // The sender's K and V read together (issue 21): each K and V map reads the un-rotated keys
 // and then the values of its source layers, then the token features; fitted, stored in a
 // version-3 map file, read back, and applied as the formula says.
@@ -313,9 +412,9 @@ TEST_F(Fit, SenderKeysAndValuesTogetherAreFittedStoredAndApplied) {
   test::TempDir d;
   write_map_dir(d / "map", data);
   auto header = SafetensorsFile::open(d / "map" / "map.safetensors");
-  EXPECT_EQ(header->metadata().at("format_version"), "3");
+  EXPECT_EQ(header->metadata().at("format_version"), "4");
   EXPECT_EQ(nlohmann::json::parse(header->metadata().at("features")),
-            (nlohmann::json{{"embed_tokens", 1}, {"sender_kv", "joint"}}));
+            (nlohmann::json{{"embed_tokens", 1}, {"sender_kv", "joint"}, {"native_layers", 0}}));
   const MapData back = read_map_dir(d / "map");
   EXPECT_TRUE(back.features.joint_kv);
   for (size_t j = 0; j < back.layers.size(); ++j) {

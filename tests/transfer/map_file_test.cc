@@ -2,6 +2,7 @@
 // maps of another route with errors that name the file and the field.
 #include "molt/transfer/map_file.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -224,6 +225,19 @@ TEST_F(MapFile, AnUnknownSenderKvOrAnOlderVersionWithItIsRefused) {
   EXPECT_FALSE(read_map_dir(other).features.joint_kv);
   rewrite("3", R"({"embed_tokens": 0, "sender_kv": "separate"})");
   EXPECT_FALSE(read_map_dir(other).features.joint_kv);
+  // Native layers (format_version 4): a layer count below the receiver's, only in version 4;
+  // a version-3 file has none.
+  EXPECT_EQ(read_map_dir(other).features.native_layers, 0);
+  rewrite("4", R"({"embed_tokens": 0, "sender_kv": "separate", "native_layers": 1})");
+  EXPECT_EQ(read_map_dir(other).features.native_layers, 1);
+  rewrite("3", R"({"embed_tokens": 0, "sender_kv": "separate", "native_layers": 1})");
+  e = error();
+  EXPECT_NE(e.find("'features.native_layers' is 1"), std::string::npos) << e;
+  for (const char* bad : {"-1", "99", "1.5", "\"one\""}) {
+    rewrite("4", fmt::format(R"({{"embed_tokens": 0, "native_layers": {}}})", bad));
+    e = error();
+    EXPECT_NE(e.find("'features.native_layers'"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 TEST_F(MapFile, AMissingOrMisshapenTensorIsNamed) {

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Fits and evaluates the tiny ladder's KV maps (DESIGN.md §3, §6) with the C++ CLI:
-#   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge, k and token features
-#                       chosen by held-out prefix NLL, boundary maps for recompute r = 1, 2), each with its
+#   maps/<from>-<to>/   shipped maps for l → m, m → s, l → s (ridge; the receiver's first layer
+#                       run natively over the context, its output the token features; k and
+#                       the feature count chosen by held-out prefix NLL; boundary maps for
+#                       recompute r = 1, 2), each with its
 #                       token-identity floor (floor.safetensors: the receiver's mean K/V per
 #                       token id over the calibration windows, never the evaluation text)
 #   maps/ablations/     what the shipped maps are compared with, solved from the same
 #                       statistics: <from>-<to>-ridge, the ridge map without token features
-#                       (the reference), and <from>-<to>-depth, the depth remap (k = 1, the
-#                       proportional sender layer); from the same windows with statistics of
-#                       their own: <from>-<to>-rope, a ridge map on keys as cached (no RoPE
+#                       or native layers (the reference), and <from>-<to>-depth, the depth
+#                       remap (k = 1, the proportional sender layer); from the same windows
+#                       with statistics of their own: <from>-<to>-embed, the ridge map with the
+#                       receiver's embeddings as token features and no native layer (what
+#                       shipped before), <from>-<to>-rope, a ridge map on keys as cached (no RoPE
 #                       sandwich), and l-l-int8-cross, a cross-size ridge map in place of the
 #                       diagonal re-alignment; committed, never a route
 #   maps/eval/          per route: `molt transfer eval` at a 768-token prefix (map, map +
@@ -30,7 +34,8 @@
 # map format; they record the corpus and settings they were collected with), HEAL_ONLY=1 (keep
 # every map and run: re-run only `molt transfer heal`), NEW_ABLATIONS_ONLY=1 (with ABLATIONS_ONLY=1:
 # fit only maps/ablations/<route>-rope, the RoPE sandwich's ablation, and l-l-int8-cross, the
-# diagonal re-alignment's).
+# diagonal re-alignment's), ROPE_ABLATION=0 (keep the committed maps/ablations/<route>-rope:
+# they read no token feature or native layer, so a change to those leaves them as they are).
 set -euo pipefail
 # Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
 # (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
@@ -50,6 +55,7 @@ REPORT_ROUTES="${REPORT_ROUTES:-$ROUTES}"  # the routes ladder.json and TRANSFER
 REUSE_STATS="${REUSE_STATS:-0}"  # 1: re-solve from the statistics kept in work/maps/<route>-stats
 HEAL_ONLY="${HEAL_ONLY:-0}"
 NEW_ABLATIONS_ONLY="${NEW_ABLATIONS_ONLY:-0}"  # with ABLATIONS_ONLY=1: only the RoPE and cross maps
+ROPE_ABLATION="${ROPE_ABLATION:-1}"  # 0: keep the committed RoPE-sandwich ablation maps
 
 [[ -x "$molt" ]] || { echo "routes.sh: build molt first (make build)" >&2; exit 1; }
 # Calibration text (the training corpus) for everything but HEAL_ONLY, which reads only the
@@ -98,15 +104,24 @@ for route in $ROUTES; do
   # reference) and the depth remap.
   ablations() {
     local stats="$work/maps/$name-stats"
-    "$molt" fit merge "$stats" --embed-tokens 0 --no-floor --out "$ladder/maps/ablations/$name-ridge" >&2
+    "$molt" fit merge "$stats" --embed-tokens 0 --native-layers 0 --no-floor \
+      --out "$ladder/maps/ablations/$name-ridge" >&2
     "$molt" fit merge "$stats" --method depth-remap --no-floor --out "$ladder/maps/ablations/$name-depth" >&2
-    for kind in ridge:reference-ridge depth:depth-remap; do
+    embed_ablation
+    for kind in ridge:reference-ridge depth:depth-remap embed:embedding-features; do
       "$molt" transfer eval --from "$ladder/$from" --to "$ladder/$to" \
         --maps "$ladder/maps/ablations/$name-${kind%%:*}" --text-file "$test_txt" --prefix 768 \
         --continuation 256 --windows 16 --no-floors --threads "$THREADS" --json \
         > "$ladder/maps/eval/$name.${kind##*:}.json"
     done
-    rope_ablation
+    [[ "$ROPE_ABLATION" == 0 ]] || rope_ablation
+  }
+  # What the native layer buys: the route's ridge map with the receiver's embeddings as token
+  # features (k and their count chosen by held-out prefix NLL), no native layer.
+  embed_ablation() {
+    "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" --k auto \
+      --embed-tokens auto --native-layers 0 --no-floor --sequences "$SEQUENCES" --seq-len 1024 \
+      --threads "$THREADS" --out "$ladder/maps/ablations/$name-embed" >&2
   }
   # The RoPE sandwich's ablation: a ridge map (no token features, k chosen by held-out prefix
   # NLL, as the reference's) fitted and applied on keys as cached, after RoPE. Its own statistics (rotated keys), on
@@ -127,7 +142,8 @@ for route in $ROUTES; do
   # shipped map and its comparisons).
   route_stats() {
     /usr/bin/time -v "$molt" fit --from "$ladder/$from" --to "$ladder/$to" --corpus "$calib" \
-      --k auto --embed-tokens auto --sequences "$SEQUENCES" --seq-len 1024 --recompute-layers 2 \
+      --k auto --embed-tokens auto --native-layers 1 --sequences "$SEQUENCES" --seq-len 1024 \
+      --recompute-layers 2 \
       --keep-stats --threads "$THREADS" --out "$work/maps/$name-stats" 2>&1 |
       tee "$work/maps/fit-$name.log" >&2
   }

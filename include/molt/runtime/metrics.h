@@ -13,6 +13,8 @@
 
 namespace molt {
 
+class CacheMap;
+
 // FLOPs of a prefill of n tokens as Model::forward runs it (2 per multiply-add): the layers'
 // linears for every token, causal attention (position i scores and mixes i + 1 keys), and the
 // lm_head for the last position only (a prefill computes no other logits). The one count
@@ -23,6 +25,9 @@ struct FlopCount {
 };
 FlopCount prefill_flop_count(const ModelConfig& c, int64_t n);
 double prefill_flops(const ModelConfig& c, int64_t n);  // prefill_flop_count(c, n).total()
+// FLOPs of carrying n positions with `map` into `receiver`: its GEMMs, plus the receiver layers
+// it runs natively (MapFeatures::native_layers), their share of a prefill without the lm_head.
+double transfer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n);
 
 // One run under one policy, reduced to what a condition row shows.
 struct ConditionSummary {

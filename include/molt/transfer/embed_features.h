@@ -4,6 +4,11 @@
 // after which tokens"; the receiver already holds its embedding table, so the features cost
 // no table in the map and only (lags · hidden_r) more inputs per layer map.
 //
+// With native layers (MapFeatures::native_layers = b > 0) the rows are instead the receiver's
+// hidden states entering layer b, RMS-normalised: the first b layers run natively over the
+// carried tokens (their K/V are the receiver's own), and what the tokens have become after
+// them (layer 0's MLP and attention) is a feature no linear map of the embeddings can give.
+//
 // Row p's features are E(t_p), E(t_{p−1}), ..., E(t_{p−n+1}) concatenated; a lag that reaches
 // before position 0 contributes zeros. Fitting and applying build them with these functions,
 // so the two agree by construction.
@@ -15,10 +20,18 @@
 
 namespace molt {
 
+class KVCache;
 class Model;
 
 // The receiver's RMS-normalised embedding rows of `tokens`, [tokens.size() × hidden_size].
 std::vector<float> normed_embeddings(const Model& receiver, std::span<const int32_t> tokens);
+
+// The token-feature rows of `tokens` at positions 0 .. n − 1: normed_embeddings() when
+// native_layers is 0; else the receiver's layers [0, native_layers) run over them, writing
+// their K/V into `cache` rows [0, n) (cache.size() must be ≥ n), and the hidden states entering
+// layer native_layers are returned RMS-normalised.
+std::vector<float> token_feature_rows(const Model& receiver, std::span<const int32_t> tokens,
+                                      int64_t native_layers, KVCache& cache);
 
 // Writes the `lags` feature rows of position p (lags · hidden values) from `e` ([T × hidden]).
 template <typename T>

@@ -61,6 +61,10 @@ struct FitOptions {
   // receiver's normed embeddings of the token and the N − 1 before it, kAutoEmbedTokens: chosen
   // with k by held-out prefix NLL among 0, 1 and 3.
   int64_t embed_tokens = 0;
+  // ridge: the receiver's first native_layers layers run natively over the context when the
+  // map is applied, and the token features are the hidden states they produce (not the
+  // embeddings); 0: embeddings (MapFeatures::native_layers).
+  int64_t native_layers = 0;
   // false: keys mapped as the caches hold them (after RoPE), no un-rotation before the map nor
   // re-rotation after it: the ablation of the RoPE sandwich. Its maps say "keys": "rotated".
   bool rope_sandwich = true;

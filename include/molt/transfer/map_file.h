@@ -14,16 +14,22 @@
 //     "joint"}), the K and the V map of a layer each read the un-rotated keys of their source
 //     layers, then the values of the same layers, then the token features; "separate" (and
 //     every earlier file) reads keys for K maps and values for V maps.
+//     With native layers (format_version 4, "features": {"native_layers": b}), the receiver's
+//     first b layers run natively over the carried tokens (their K/V are the receiver's own;
+//     their maps are in the file but unused) and the token features are the RMS-normalised
+//     hidden state entering layer b, of the token and the n − 1 before it, instead of the
+//     embeddings.
 //   diagonal:            layers.{j}.{k|v}.heads.{h}.scale / .offset  [head_dim]
 //   selective recompute: boundary.r{r}.weight [hidden_r, hidden_s], boundary.r{r}.bias [hidden_r]
 //     (receiver hidden state entering layer L_r − r from the sender's hidden state entering
 //     layer `sender_hidden`).
 // __metadata__ (strings; structured values are JSON): format, format_version, method, sender,
 // receiver (geometry + RoPE spec: theta, head_dim, style), sources ({"k": [[...]...], "v": ...}),
-// features (version 2; sender_kv in version 3), lambda, lambda_applied_to, k, k_chosen_by,
-// k_candidates, calibration, corpus, residuals, boundary, created_by. Version 1 files (no
-// features) and version 2 files (no sender_kv) still load.
-// index.json: {"format": "molt-map-index", "files": {"map.safetensors": {"sha256", "bytes"}}}.
+// features (version 2; sender_kv in version 3; native_layers in version 4), lambda,
+// lambda_applied_to, k, k_chosen_by, k_candidates, calibration, corpus, residuals, boundary,
+// created_by. Version 1 files (no features), version 2 files (no sender_kv) and version 3 files (no
+// native_layers) still load. index.json: {"format": "molt-map-index", "files": {"map.safetensors":
+// {"sha256", "bytes"}}}.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +47,7 @@ namespace molt {
 
 class Model;
 
-constexpr int kMapFormatVersion = 3;     // what is written
+constexpr int kMapFormatVersion = 4;     // what is written
 constexpr int kMinMapFormatVersion = 1;  // the oldest still read (no "features")
 
 // One side of a route as the map file records it.
@@ -71,11 +77,18 @@ struct LayerMap {
 
 // Inputs of a ridge map beyond the sender's cache.
 struct MapFeatures {
-  int64_t embed_tokens = 0;  // receiver embeddings of the token and the embed_tokens − 1 before
+  // Token-feature rows of the token and the embed_tokens − 1 before it: the receiver's
+  // embeddings, or with native_layers > 0 its hidden states entering that layer.
+  int64_t embed_tokens = 0;
   // The K and the V map of a layer both read the sender's keys and values of their sources.
   bool joint_kv = false;
+  // The receiver's first native_layers layers run natively over the carried tokens; the token
+  // features are the hidden states they produce (token_features.h).
+  int64_t native_layers = 0;
   nlohmann::json to_json() const {
-    return {{"embed_tokens", embed_tokens}, {"sender_kv", joint_kv ? "joint" : "separate"}};
+    return {{"embed_tokens", embed_tokens},
+            {"sender_kv", joint_kv ? "joint" : "separate"},
+            {"native_layers", native_layers}};
   }
 };
 

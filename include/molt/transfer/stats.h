@@ -53,6 +53,9 @@ struct StatsLayout {
   // Token features after the sender's inputs (embed_features.h): x gains embed_tokens ·
   // hidden_r columns, the receiver's normed embeddings of the token and those before it.
   int64_t embed_tokens = 0;
+  // The token features are the receiver's hidden states entering this layer (its first
+  // native_layers layers run natively), not its embeddings (MapFeatures::native_layers).
+  int64_t native_layers = 0;
   // Keys as the caches hold them, after RoPE, instead of un-rotated: the "naive map on rotated
   // keys" that the RoPE sandwich is measured against (an ablation, never a shipped map).
   bool rotated_keys = false;
