@@ -474,7 +474,10 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
            "token-identity cache whose per-token means come from the calibration text the map "
            "was fitted on, never these windows. The reference ridge (no token features) and the "
            "depth remap are the comparison maps committed under maps/ablations/, solved from the "
-           "same statistics. ÷ floor and ÷ ridge: the gap as a share of the token-identity "
+           "same statistics. A map with native layers runs the receiver's first layers over the "
+           "context itself and reads their output as token features: those layers hold the "
+           "receiver's own rows (\"native\" in the residual tables). ÷ floor and ÷ ridge: the gap "
+           "as a share of the token-identity "
            "floor's and of the reference ridge's. Recompute r re-runs the receiver's last r "
            "layers natively (r = {}, where the map holds the boundary map it needs); anchors "
            "re-run the last context tokens natively on the receiver. A precision rung's "
@@ -543,9 +546,13 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
                ""};
       for (const auto& [key, name, color, dashed] : kinds) {
         ChartSeries s{name, color, dashed, 2, {}};
+        // A native layer (the map's first ones, MapFeatures::native_layers) holds the receiver's
+        // own rows: its map is unused and its residual is none.
+        const bool of_map = key[1] == '\0';
         for (const json& L : res.at("layers")) {
           if (!L.contains(key)) continue;
-          const double y = L.at(key).at("rel_rms").get<double>();
+          const double y =
+              of_map && L.value("native", false) ? 0.0 : L.at(key).at("rel_rms").get<double>();
           s.points.emplace_back(L.at("layer").get<double>(), y);
           c.y_max = std::max(c.y_max, y);
         }
@@ -554,9 +561,10 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
       for (const json& L : res.at("layers")) {
         std::vector<std::string> row = {fmt::format("{}", L.at("layer").get<int64_t>())};
         for (const auto& [key, name, color, dashed] : kinds) {
-          row.push_back(L.contains(key)
-                            ? fmt::format("{:.3f}", L.at(key).at("rel_rms").get<double>())
-                            : std::string("—"));
+          row.push_back(!L.contains(key) ? std::string("—")
+                        : key[1] == '\0' && L.value("native", false)
+                            ? std::string("native")
+                            : fmt::format("{:.3f}", L.at(key).at("rel_rms").get<double>()));
         }
         rt.rows.push_back(std::move(row));
       }

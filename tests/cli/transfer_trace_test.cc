@@ -133,14 +133,15 @@ TEST(TransferTrace, RunsRecordTheCommittedFiles) {
       }
       ASSERT_TRUE(run.contains("sha256")) << "the run records no checksums: re-run it";
       // The recorded map folder is the route's, or one of its comparisons under ablations/ (the
-      // depth remap, the reference ridge); all are committed.
+      // depth remap, the reference ridge, the embedding-feature map); all are committed.
       const fs::path recorded = run.at("maps").get<std::string>();
       fs::path read_maps;
       if (recorded.filename() == route.name() && recorded.parent_path().filename() == "maps") {
         read_maps = maps;
       } else if (recorded.parent_path().filename() == "ablations" &&
                  (recorded.filename() == route.name() + "-depth" ||
-                  recorded.filename() == route.name() + "-ridge")) {
+                  recorded.filename() == route.name() + "-ridge" ||
+                  recorded.filename() == route.name() + "-embed")) {
         read_maps = ladder() / "maps" / "ablations" / recorded.filename();
         EXPECT_NO_THROW(verify_map_index_entry(read_maps, "map.safetensors"));
       }
