@@ -343,28 +343,17 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
                        num(c, "nll_gap"), num(c, "transfer_kl"), num(c, "seam_kl"));
   };
   for (const json& c : ev.at("conditions")) md += row(c.at("condition").get<std::string>(), c);
-  if (r.reference.is_object() && r.reference.contains("conditions")) {
-    for (const json& c : r.reference.at("conditions")) {
+  // A comparison map's rows: its map row as `name` + `map_note`, any other as "name, condition".
+  const auto comparison = [&](const json& run, const std::string& name, const char* map_note) {
+    if (!run.is_object() || !run.contains("conditions")) return;
+    for (const json& c : run.at("conditions")) {
       const std::string cond = c.at("condition").get<std::string>();
-      md += row(cond.starts_with("map") ? "reference ridge (no token features)"
-                                        : "reference ridge, " + cond,
-                c);
+      md += row(cond.starts_with("map") ? name + map_note : name + ", " + cond, c);
     }
-  }
-  if (r.embed.is_object() && r.embed.contains("conditions")) {
-    for (const json& c : r.embed.at("conditions")) {
-      const std::string cond = c.at("condition").get<std::string>();
-      md += row(cond.starts_with("map") ? "embedding features (no native layer)"
-                                        : "embedding features, " + cond,
-                c);
-    }
-  }
-  if (r.depth.is_object() && r.depth.contains("conditions")) {
-    for (const json& c : r.depth.at("conditions")) {
-      const std::string cond = c.at("condition").get<std::string>();
-      md += row(cond.starts_with("map") ? "depth remap" : "depth remap, " + cond, c);
-    }
-  }
+  };
+  comparison(r.reference, "reference ridge", " (no token features)");
+  comparison(r.embed, "embedding features", " (no native layer)");
+  comparison(r.depth, "depth remap", "");
   // The shipped map against the floor and the reference, window by window.
   std::vector<std::string> pairs;
   if (const json* m = condition(ev, "map (")) {
