@@ -348,7 +348,14 @@ std::string route_section(const fs::path& ladder, const TransferRoute& route) {
     if (!run.is_object() || !run.contains("conditions")) return;
     for (const json& c : run.at("conditions")) {
       const std::string cond = c.at("condition").get<std::string>();
-      md += row(cond.starts_with("map") ? name + map_note : name + ", " + cond, c);
+      std::string label = name;
+      if (cond.starts_with("map")) {
+        label += map_note;
+      } else {
+        label += ", ";
+        label += cond;
+      }
+      md += row(label, c);
     }
   };
   comparison(r.reference, "reference ridge", " (no token features)");
