@@ -184,10 +184,12 @@ class LinearCacheMap final : public CacheMap {
       // and give the features (token_feature_rows).
       std::vector<float> embeddings;
       if (lags > 0 || native > 0) embeddings = token_feature_rows(receiver, tokens, native, dst);
-      if (lags == 0) std::vector<float>().swap(embeddings);
-        // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
-        // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
-        // region), instead of a team synchronising around every small GEMM.
+      if (lags == 0) {
+        std::vector<float>().swap(embeddings);  // only the native rows were wanted
+      }
+      // Whole layers (and below, whole K or V maps) are the unit of parallel work: one OpenMP
+      // region, each GEMM single-threaded inside it (OpenBLAS runs serially within a parallel
+      // region), instead of a team synchronising around every small GEMM.
 #pragma omp parallel for schedule(dynamic, 1)
       for (size_t i = 0; i < need.size(); ++i) {
         const int64_t l = need[i];
