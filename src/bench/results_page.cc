@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <tuple>
 
 #include "molt/bench/line_chart.h"
@@ -544,15 +545,16 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
                {{"receiver layer", "K map", "V map", "K token-identity", "V token-identity"}},
                "",
                ""};
+      // A native layer (the map's first ones, MapFeatures::native_layers) holds the receiver's
+      // own rows: its map ("k", "v") is unused and has no residual.
+      const auto native_map = [](const json& L, std::string_view key) {
+        return (key == "k" || key == "v") && L.value("native", false);
+      };
       for (const auto& [key, name, color, dashed] : kinds) {
         ChartSeries s{name, color, dashed, 2, {}};
-        // A native layer (the map's first ones, MapFeatures::native_layers) holds the receiver's
-        // own rows: its map is unused and its residual is none.
-        const bool of_map = key[1] == '\0';
         for (const json& L : res.at("layers")) {
           if (!L.contains(key)) continue;
-          const double y =
-              of_map && L.value("native", false) ? 0.0 : L.at(key).at("rel_rms").get<double>();
+          const double y = native_map(L, key) ? 0.0 : L.at(key).at("rel_rms").get<double>();
           s.points.emplace_back(L.at("layer").get<double>(), y);
           c.y_max = std::max(c.y_max, y);
         }
@@ -562,7 +564,7 @@ void transfer_section(const json& tr, std::vector<Block>& b, ResultsPage& page) 
         std::vector<std::string> row = {fmt::format("{}", L.at("layer").get<int64_t>())};
         for (const auto& [key, name, color, dashed] : kinds) {
           row.push_back(!L.contains(key) ? std::string("—")
-                        : key[1] == '\0' && L.value("native", false)
+                        : native_map(L, key)
                             ? std::string("native")
                             : fmt::format("{:.3f}", L.at(key).at("rel_rms").get<double>()));
         }

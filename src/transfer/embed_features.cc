@@ -49,4 +49,11 @@ std::vector<float> token_feature_rows(const Model& receiver, std::span<const int
   return h;
 }
 
+std::vector<float> normed_hidden_rows(const Model& receiver, std::span<const float> hidden) {
+  const int64_t d = receiver.config().hidden_size;
+  std::vector<float> h(hidden.begin(), hidden.end());
+  rms_rows(receiver, h, static_cast<int64_t>(h.size()) / d, d);
+  return h;
+}
+
 }  // namespace molt

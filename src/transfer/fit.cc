@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "molt/common/error.h"
 #include "molt/transfer/corpus.h"
@@ -313,7 +314,8 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   const int64_t T = static_cast<int64_t>(ids.size());
   if (T == 0) return;
   if (stride < 1) fail("--stride {} must be ≥ 1", stride);
-  const bool hidden = !layout.boundaries.empty();
+  // Hidden states for the boundary maps, and for hidden-state token features (native layers).
+  const bool hidden = !layout.boundaries.empty() || layout.native_layers > 0;
   KVCache sc = sender.new_cache(T, hidden), rc = receiver.new_cache(T, hidden);
   sender.forward(ids, sc, {});
   receiver.forward(ids, rc, {});
@@ -321,12 +323,12 @@ void accumulate_window(const StatsLayout& layout, SplitStats& split, const Model
   for (int64_t p = 0; p < T; p += stride) pos.push_back(p);
   const int64_t R = static_cast<int64_t>(pos.size());
 
-  // The native layers' K/V land in a scratch cache (rc already holds the same rows).
+  // The receiver's own forward above already holds the states the native layers produce.
   std::vector<float> e;
   if (layout.embed_tokens > 0) {
-    KVCache scratch = receiver.new_cache(layout.native_layers > 0 ? T : 0);
-    scratch.set_size(layout.native_layers > 0 ? T : 0);
-    e = token_feature_rows(receiver, ids, layout.native_layers, scratch);
+    e = layout.native_layers > 0
+            ? normed_hidden_rows(receiver, std::as_const(rc).hidden(layout.native_layers))
+            : normed_embeddings(receiver, ids);
   }
   const std::vector<double> sk = layer_rows(sc, sender.rope(), true, pos, layout.rotated_keys);
   const std::vector<double> sv = layer_rows(sc, sender.rope(), false, pos);
@@ -778,9 +780,12 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
     nlohmann::json e = {
         {"layer", j}, {"k", residual_json(res_k[j])}, {"v", residual_json(res_v[j])}};
     const bool native = j < native_layers;  // the receiver's own K/V: not in the totals
-    if (native) e["native"] = true;
-    if (!native) tk.add(res_k[j]);
-    if (!native) tv.add(res_v[j]);
+    if (native) {
+      e["native"] = true;
+    } else {
+      tk.add(res_k[j]);
+      tv.add(res_v[j]);
+    }
     if (floor) {
       const Residual a = identity_floor(train, st.heldout, st.heldout.k, train.k, train.tok_k,
                                         st.heldout.tok_k, M, j, kvr);
@@ -788,8 +793,10 @@ MapData solve_route(const RouteStats& st, const Model& sender, const Model& rece
                                         st.heldout.tok_v, M, j, kvr);
       e["k_token_identity"] = residual_json(a);
       e["v_token_identity"] = residual_json(b);
-      if (!native) fk.add(a);
-      if (!native) fvv.add(b);
+      if (!native) {
+        fk.add(a);
+        fvv.add(b);
+      }
     }
     layers.push_back(e);
   }

@@ -33,6 +33,10 @@ std::vector<float> normed_embeddings(const Model& receiver, std::span<const int3
 std::vector<float> token_feature_rows(const Model& receiver, std::span<const int32_t> tokens,
                                       int64_t native_layers, KVCache& cache);
 
+// The same rows from hidden states a forward pass already kept (KVCache::hidden(native_layers),
+// [n × hidden_size]): RMS-normalised copies.
+std::vector<float> normed_hidden_rows(const Model& receiver, std::span<const float> hidden);
+
 // Writes the `lags` feature rows of position p (lags · hidden values) from `e` ([T × hidden]).
 template <typename T>
 void embed_features(const std::vector<float>& e, int64_t hidden, int64_t lags, int64_t p, T* out) {
