@@ -25,7 +25,7 @@ struct BenchDecodeArgs {
   std::string precision = "native";
   bool bandwidth = false;
   int rounds = 5;
-  bool interleave = false;
+  std::string layout = "auto";
   int batch = 1;
   std::string gemm;  // empty: as the process started (MOLT_GEMM, else auto)
   std::string kv_dtype{kv_dtype_name(SessionOptions{}.kv_dtype)};  // the product's default
@@ -38,7 +38,7 @@ void run(const BenchDecodeArgs& a) {
   o.prompt_tokens = a.prompt_tokens;
   o.tokens = a.tokens;
   o.precision = a.precision;
-  o.interleave = a.interleave;
+  o.layout = parse_weight_layout(a.layout);
   o.bandwidth = a.bandwidth;
   o.rounds = a.rounds;
   o.batch = a.batch;
@@ -59,6 +59,9 @@ void run(const BenchDecodeArgs& a) {
         "{})\n",
         f("decode_tok_s"), f("decode_gb_s"), f("weight_bytes_per_token") / 1e6,
         j.at("quant_kernel").get<std::string>());
+    if (const std::string note = j.at("layout_note").get<std::string>(); !note.empty()) {
+      fmt::print("layout   {}\n", note);
+    }
     if (a.batch > 1) {
       fmt::print(
           "batch    {:8.2f} tok/s  ({} sequences together; one at a time {:.2f} tok/s, "
@@ -101,9 +104,12 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();
-  s->add_flag("--interleave", a->interleave,
-              "MLX weights with rows interleaved by 8 (a heap copy made at load; faster "
-              "decode on x86)");
+  s->add_option("--layout", a->layout,
+                "MLX weights: auto (rows interleaved by 8 where this CPU decodes faster so: a "
+                "copy made once beside the checkpoint, mapped), stored (as the file has them) "
+                "or memory (interleaved into a heap copy at load)")
+      ->check(CLI::IsMember({"auto", "stored", "memory"}))
+      ->capture_default_str();
   s->add_option("--batch", a->batch,
                 "decode N sequences together (one pass over the weights per step) beside the "
                 "same N one at a time, alternating step by step, and report both")

@@ -22,7 +22,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   int threads = 0;
   std::string precision = "native";
-  bool interleave = false;
+  std::string layout = "auto";
 };
 
 void run(const GenerateArgs& a) {
@@ -31,14 +31,14 @@ void run(const GenerateArgs& a) {
   if (!a.ladder.ladder.empty() && a.precision != "native") {
     fail("--precision applies to --model only (a ladder's rungs are stored at their precision)");
   }
-  if (!a.ladder.ladder.empty() && a.interleave) {
-    fail("--interleave applies to --model only (re-lay a ladder's rungs with molt quantize)");
+  if (!a.ladder.ladder.empty() && a.layout != "auto") {
+    fail("--layout applies to --model only (a ladder's rungs load with layout auto)");
   }
   set_num_threads(a.threads);
   // A single model is a one-rung ladder: one decode loop for both.
   LoadOptions load;
   load.precision = parse_precision(a.precision);
-  load.interleave = a.interleave;
+  load.layout = parse_weight_layout(a.layout);
   auto ladder = a.model.empty() ? Ladder::open(a.ladder.ladder) : Ladder::single(a.model, load);
   run_generate(*ladder, a.ladder,
                {a.prompt, a.ids, a.chat, a.max_tokens, a.sampling, a.ignore_eos, a.threads},
@@ -69,9 +69,12 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();
-  s->add_flag("--interleave", a->interleave,
-              "MLX weights with rows interleaved by 8 (a heap copy made at load; faster "
-              "decode on x86)");
+  s->add_option("--layout", a->layout,
+                "MLX weights: auto (rows interleaved by 8 where this CPU decodes faster so: a "
+                "copy made once beside the checkpoint, mapped), stored (as the file has them) "
+                "or memory (interleaved into a heap copy at load)")
+      ->check(CLI::IsMember({"auto", "stored", "memory"}))
+      ->capture_default_str();
   s->callback([a] { run(*a); });
 });
 

@@ -141,7 +141,7 @@ nlohmann::json run_decode_bench(const std::filesystem::path& path, const DecodeB
   if (a.batch > 1 && a.bandwidth) fail("bench decode: --batch and --bandwidth are separate runs");
   LoadOptions load_options;
   load_options.precision = parse_precision(a.precision);
-  load_options.interleave = a.interleave;
+  load_options.layout = a.layout;
   const auto l0 = std::chrono::steady_clock::now();
   auto model = Model::load(path, load_options);
   const double load_s =
@@ -231,6 +231,7 @@ nlohmann::json run_decode_bench(const std::filesystem::path& path, const DecodeB
       {"peak_rss_mib", to_mib(read_process_memory().peak_bytes)},
       {"precision", a.precision},
       {"layout", q0.rows8 ? "rows8" : "rows"},
+      {"layout_note", model->layout_note()},
       {"load_s", load_s},
       {"weight_dtype", std::string(dtype_name(q0.dtype))},
       {"weight_bits", q0.quantized() ? q0.bits : 8 * static_cast<int>(dtype_size(q0.dtype))},

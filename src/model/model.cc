@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "molt/common/error.h"
 #include "molt/kernels/attention.h"
+#include "molt/model/layout_cache.h"
 
 namespace molt {
 
@@ -202,6 +204,13 @@ Precision parse_precision(const std::string& name) {
   fail("precision '{}' is not one of native, int8, q4, q8", name);
 }
 
+WeightLayout parse_weight_layout(const std::string& name) {
+  if (name == "auto") return WeightLayout::Auto;
+  if (name == "stored") return WeightLayout::Stored;
+  if (name == "memory") return WeightLayout::Memory;
+  fail("layout '{}' is not one of auto, stored, memory", name);
+}
+
 const char* precision_name(Precision p) {
   switch (p) {
     case Precision::Int8:
@@ -220,15 +229,52 @@ const char* precision_name(Precision p) {
 std::unique_ptr<Model> Model::load(const std::filesystem::path& dir,
                                    const LoadOptions& options) try {
   std::unique_ptr<Model> m(new Model());
-  m->config_ = load_model_config(dir);
-  const ModelConfig& c = m->config_;
-  if (c.quantization && options.precision != Precision::Native) {
+  m->bind(dir);
+  const std::optional<QuantSpec>& spec = m->config_.quantization;
+  if (spec && options.precision != Precision::Native) {
     fail("{}: the checkpoint is already quantised; --precision {} needs a dense one",
          (dir / "config.json").string(), precision_name(options.precision));
   }
-  m->store_ = WeightStore::open_dir(dir);
-  const WeightStore& s = m->store_;
+  // The source binds first, so a malformed checkpoint is reported as itself, never as its copy.
+  if (options.layout == WeightLayout::Auto && spec && spec->mode == "affine" &&
+      spec->layout == "rows" && rows8_preferred()) {
+    const LayoutCacheResult r = rows8_layout_cache(dir);
+    m->layout_note_ = r.note;
+    if (r.rows8) {
+      std::unique_ptr<Model> copy(new Model());
+      try {
+        copy->bind(r.dir);
+        copy->layout_note_ = r.note;
+        m = std::move(copy);
+      } catch (const Error& e) {
+        m->layout_note_ = fmt::format("weights: as stored (the rows8 copy {} did not load: {})",
+                                      r.dir.string(), e.what());
+      }
+    }
+  }
+  const ModelConfig& c = m->config_;
   ModelWeights& w = m->weights_;
+  if (options.precision != Precision::Native) m->quantize_weights(options);
+  const bool heap = options.precision != Precision::Native;  // quantised at load
+  if (rows8_preferred() &&
+      (options.layout == WeightLayout::Memory || (options.layout == WeightLayout::Auto && heap))) {
+    m->interleave_weights();
+  }
+  if (c.tie_word_embeddings) w.lm_head = w.embed;
+  return m;
+} catch (const std::bad_alloc&) {
+  fail("{}: out of memory while loading the checkpoint{}: an allocation failed", dir.string(),
+       options.precision == Precision::Native
+           ? ""
+           : fmt::format(" (quantising to {} at load)", precision_name(options.precision)));
+}
+
+void Model::bind(const std::filesystem::path& dir) {
+  config_ = load_model_config(dir);
+  const ModelConfig& c = config_;
+  store_ = WeightStore::open_dir(dir);
+  const WeightStore& s = store_;
+  ModelWeights& w = weights_;
   const int64_t d = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), ff = c.intermediate_size;
 
   w.embed = linear_weight(s, c, "model.embed_tokens", c.vocab_size, d);
@@ -254,15 +300,6 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir,
     L.post_attention_norm = vector_f32(s, p + "post_attention_layernorm.weight", d);
   }
   w.bytes = s.total_bytes();
-  if (options.precision != Precision::Native) m->quantize_weights(options);
-  if (options.interleave && rows8_preferred()) m->interleave_weights();
-  if (c.tie_word_embeddings) w.lm_head = w.embed;
-  return m;
-} catch (const std::bad_alloc&) {
-  fail("{}: out of memory while loading the checkpoint{}: an allocation failed", dir.string(),
-       options.precision == Precision::Native
-           ? ""
-           : fmt::format(" (quantising to {} at load)", precision_name(options.precision)));
 }
 
 void Model::quantize_weights(const LoadOptions& o) {

@@ -51,7 +51,7 @@ TEST(CliQuantize, InterleavedCheckpointGeneratesAsTheMlxOne) {
   auto a = test::run_molt("generate --model " + (dir / "r8").string() +
                           " --ids \"314 3728 3859 82 261\" --max-tokens 8");
   auto b = test::run_molt("generate --model " + (dir / "q4").string() +
-                          " --ids \"314 3728 3859 82 261\" --max-tokens 8 --interleave");
+                          " --ids \"314 3728 3859 82 261\" --max-tokens 8 --layout memory");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(a.output.substr(0, a.output.find('\n')), b.output.substr(0, b.output.find('\n')));

@@ -111,7 +111,7 @@ TEST_P(DecodeBatch, ThreeSequencesEqualThreeAloneBitForBit) {
   LoadOptions lo;
   lo.precision = f.precision;
   lo.group_size = f.group;
-  lo.interleave = f.interleave;
+  lo.layout = f.interleave ? WeightLayout::Memory : WeightLayout::Stored;
   auto m = Model::load(dir.path(), lo);
   if (f.interleave && rows8_preferred()) {
     ASSERT_TRUE(m->weights().layers[0].q.rows8);

@@ -201,7 +201,7 @@ TEST_F(TinyLadderQuant, InterleavedCheckpointsLoadAsInterleavedAtLoad) {
     EXPECT_TRUE(a->weights().layers[1].up.rows8);
     EXPECT_TRUE(a->weights().lm_head.rows8);
     LoadOptions o;
-    o.interleave = true;
+    o.layout = WeightLayout::Memory;
     auto b = Model::load(*dir_ / plain, o);
     KVCache ca = a->new_cache(32), cb = b->new_cache(32);
     EXPECT_EQ(a->prefill(ids, ca), b->prefill(ids, cb));
@@ -212,7 +212,10 @@ TEST_F(TinyLadderQuant, InterleavedCheckpointsLoadAsInterleavedAtLoad) {
   // two kernels add in different orders.)
   for (const auto& [file, plain] :
        {std::pair{"q4-rows8", "q4"}, std::pair{"q8g32-rows8", "q8g32"}}) {
-    auto a = Model::load(*dir_ / file), b = Model::load(*dir_ / plain);
+    LoadOptions stored;
+    stored.layout = WeightLayout::Stored;
+    auto a = Model::load(*dir_ / file), b = Model::load(*dir_ / plain, stored);
+    EXPECT_FALSE(b->weights().layers[0].up.rows8);
     const int64_t V = a->config().vocab_size, n = static_cast<int64_t>(ids.size());
     std::vector<float> la(n * V), lb(n * V);
     KVCache ca = a->new_cache(n), cb = b->new_cache(n);
@@ -247,9 +250,10 @@ TEST_F(TinyLadderQuant, InterleavedRowsGiveTheSameModel) {
   const std::vector<int32_t> ids = held_out_ids(48);
   for (const char* sub : {"q4", "q8"}) {
     SCOPED_TRACE(sub);
-    auto plain = Model::load(*dir_ / sub);
-    LoadOptions o;
-    o.interleave = true;
+    LoadOptions stored, o;
+    stored.layout = WeightLayout::Stored;
+    auto plain = Model::load(*dir_ / sub, stored);
+    o.layout = WeightLayout::Memory;
     auto inter = Model::load(*dir_ / sub, o);
     EXPECT_EQ(inter->weights().layers[0].gate.rows8, rows8_preferred());
     EXPECT_EQ(inter->weights().lm_head.rows8, rows8_preferred());

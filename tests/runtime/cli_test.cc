@@ -120,7 +120,7 @@ TEST(Cli, GenerateErrorsSayWhatIsWrong) {
   EXPECT_NE(r.output.find("give --model DIR (one model) or --ladder FILE"), std::string::npos)
       << r.output;
   // A flag of the other mode is refused, naming it.
-  for (const char* flag : {"--precision int8", "--precision bogus", "--interleave"}) {
+  for (const char* flag : {"--precision int8", "--precision bogus", "--layout memory"}) {
     r = run_molt("generate --ladder " + ladder() + " --ids '1 2' " + flag);
     EXPECT_EQ(r.exit_code, 1) << flag;
     EXPECT_NE(r.output.find(std::string(flag).substr(0, std::string(flag).find(' ')) +

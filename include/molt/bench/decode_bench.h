@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "molt/model/model.h"
 #include "molt/runtime/options.h"
 
 namespace molt {
@@ -14,8 +15,8 @@ namespace molt {
 struct DecodeBenchOptions {
   int prompt_tokens = 128;
   int tokens = 32;
-  std::string precision = "native";  // as stored, or int8 | q4 | q8 quantised at load
-  bool interleave = false;           // MLX weights re-laid out by 8 rows at load
+  std::string precision = "native";          // as stored, or int8 | q4 | q8 quantised at load
+  WeightLayout layout = WeightLayout::Auto;  // MLX weights: see LoadOptions
   // A STREAM triad pass after every decode step: the bound timed in the same seconds.
   bool bandwidth = false;
   int rounds = 5;  // with bandwidth: decode rounds, each paired with its triad passes

@@ -39,13 +39,23 @@ enum class Precision { Native, Int8, Q4, Q8 };
 Precision parse_precision(const std::string& name);
 const char* precision_name(Precision p);
 
+// How MLX affine weights are laid out in memory, where this CPU's decode kernel is faster with
+// their rows interleaved by 8 (rows8_preferred(); elsewhere every choice keeps the file's layout).
+enum class WeightLayout {
+  // The fastest layout that keeps weights parkable: a checkpoint as MLX writes it is opened
+  // through its rows8 copy (rows8_layout_cache: made once beside it, mapped like any file);
+  // weights quantised at load (already on the heap) are interleaved in memory.
+  Auto,
+  Stored,  // as the file has them
+  Memory,  // interleaved into a heap copy at load (parking cannot give a heap copy back)
+};
+// "auto", "stored", "memory"; throws naming the accepted values otherwise.
+WeightLayout parse_weight_layout(const std::string& name);
+
 struct LoadOptions {
   Precision precision = Precision::Native;
   int64_t group_size = 64;  // q4 / q8 (int8 is per channel)
-  // MLX weights with rows interleaved by 8 (interleave_rows8), where this CPU's kernel is
-  // faster that way: a heap copy made at load, so the weights no longer live in the file's
-  // pages and parking cannot give them back. Ladder rungs keep the file's layout.
-  bool interleave = false;
+  WeightLayout layout = WeightLayout::Auto;
 };
 
 class Model {
@@ -59,6 +69,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const WeightStore& store() const { return store_; }
+  // How the weights came to their layout (e.g. "weights: rows8 copy DIR"); empty when they are
+  // as the checkpoint stores them and nothing else was tried.
+  const std::string& layout_note() const { return layout_note_; }
   CacheGeometry cache_geometry() const;
   RopeSpec rope() const { return {config_.head_dim, config_.rope_theta}; }
   // A cache sized for this model, its K and V rows of type kv.
@@ -106,12 +119,15 @@ class Model {
   void run_layers(int64_t first, int64_t last, const Rows& rows, int64_t n, float* x,
                   float* work) const;
   int64_t layer_scratch_floats(int64_t n) const;
+  // Reads config.json and binds every weight of `dir` as stored (shapes checked).
+  void bind(const std::filesystem::path& dir);
   void quantize_weights(const LoadOptions& o);
   void interleave_weights();
   ModelConfig config_;
   WeightStore store_;
   ModelWeights weights_;
   std::vector<std::unique_ptr<QuantizedMatrix>> owned_;  // load-time quantised weights
+  std::string layout_note_;
 };
 
 }  // namespace molt
