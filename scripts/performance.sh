@@ -123,16 +123,19 @@ timed "$MOLT" bench sgemm --threads "$THREADS" --tokens 512 --json >"$OUT/sgemm.
 # Checkpoints other than f32 also time the same prefill on the f32 GEMM (--gemm f32) just before,
 # recorded as prefill_f32_gemm: the A/B of the GEMM the run chose (kernels/linear.h).
 decode_run() {
-  local t0 t1 before after ab='null'
+  local t0 t1 before after ab='null' layout=()
+  # q4 rows are the MLX layout as stored; the MLX file as published loads as the q4r8 rows
+  # (molt's layout cache) unless told otherwise.
+  [[ "$1" == *-q4 ]] && layout=(--layout stored)
   if [[ "$1" != *-f32 ]]; then
     "$MOLT" bench decode --model "$CKPT/$1" --threads "$THREADS" --prompt-tokens "$3" \
-      --tokens 1 --gemm f32 --json >"$WORK/prefill-f32-gemm.json"
+      --tokens 1 --gemm f32 "${layout[@]}" --json >"$WORK/prefill-f32-gemm.json"
     ab=$(jq -c '{prefill_s, prefill_tok_s, gemm}' "$WORK/prefill-f32-gemm.json")
   fi
   t0=$(date +%s.%N)
   before=$(bandwidth)
   "$MOLT" bench decode --model "$CKPT/$1" --threads "$THREADS" --prompt-tokens "$3" \
-    --tokens "$TOKENS" --bandwidth --json >"$WORK/decode.json"
+    --tokens "$TOKENS" --bandwidth "${layout[@]}" --json >"$WORK/decode.json"
   after=$(bandwidth)
   t1=$(date +%s.%N)
   jq -c --arg c "$1" --arg g "$2" --argjson b "$before" --argjson a "$after" \

@@ -196,7 +196,9 @@ run the standalone best pass ranged {:.1f}–{:.1f} GB/s, and one decode's paire
 differed by up to {:.2f}×.
 
 "rows by 8" is `molt quantize --interleave`: the same MLX weights, rows interleaved so that the
-decode kernel sums neighbouring rows in the lanes of one vector. Each checkpoint starts from a
+decode kernel sums neighbouring rows in the lanes of one vector; it is also how a 4-bit MLX
+checkpoint as published loads by default on such a CPU (molt's layout cache, made once beside
+it), so the 4-bit MLX rows here are read with `--layout stored`. Each checkpoint starts from a
 cold page cache (as after a reboot), so every file is read through molt's own mapping, aligned
 and advised for huge pages; `molt bench decode` touches every weight once before timing.
 

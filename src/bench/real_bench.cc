@@ -141,6 +141,9 @@ json run_real_bench(const RealBenchOptions& o,
       d.tokens = o.tokens;
       d.bandwidth = true;
       d.rounds = o.rounds;
+      // "q4" is the MLX layout as stored; an MLX checkpoint as published loads as "q4-rows8"
+      // (its layout cache), so the table keeps both layouts.
+      if (p == "q4") d.layout = WeightLayout::Stored;
       json j = run_decode_bench(dir, d);
       j.erase("peak_rss_mib");  // the process's high-water mark, not this checkpoint's
       j["model"] = dir.filename().string();

@@ -170,6 +170,13 @@ TEST_F(LayoutCache, DenseAndAlreadyInterleavedCheckpointsMakeNoCopy) {
   auto r = Model::load(dir_ / "r8");
   EXPECT_TRUE(r->weights().layers[0].q.rows8);
   EXPECT_FALSE(fs::exists(dir_ / "r8" / ".molt-cache"));
+  // 8 bits: read as stored (both layouts decode alike), no copy.
+  QuantizeOptions q8;
+  q8.bits = 8;
+  quantize_checkpoint(dir_ / "dense", dir_ / "q8", q8);
+  auto e = Model::load(dir_ / "q8");
+  EXPECT_FALSE(e->weights().layers[0].q.rows8);
+  EXPECT_FALSE(fs::exists(dir_ / "q8" / ".molt-cache"));
   // Quantised at load (already a heap copy): interleaved in memory, no files.
   LoadOptions q4;
   q4.precision = Precision::Q4;

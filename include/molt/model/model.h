@@ -42,9 +42,10 @@ const char* precision_name(Precision p);
 // How MLX affine weights are laid out in memory, where this CPU's decode kernel is faster with
 // their rows interleaved by 8 (rows8_preferred(); elsewhere every choice keeps the file's layout).
 enum class WeightLayout {
-  // The fastest layout that keeps weights parkable: a checkpoint as MLX writes it is opened
-  // through its rows8 copy (rows8_layout_cache: made once beside it, mapped like any file);
-  // weights quantised at load (already on the heap) are interleaved in memory.
+  // The fastest layout that keeps weights parkable, for 4-bit weights (8-bit decodes alike in
+  // both): a checkpoint as MLX writes it is opened through its rows8 copy (rows8_layout_cache:
+  // made once beside it, mapped like any file); weights quantised to q4 at load (already on the
+  // heap) are interleaved in memory.
   Auto,
   Stored,  // as the file has them
   Memory,  // interleaved into a heap copy at load (parking cannot give a heap copy back)
