@@ -47,6 +47,8 @@ void run(const HealArgs& a) {
   j["context"] = a.context;
   j["count"] = needles.size();
   j["layers"] = receiver->rung(0).config().num_hidden_layers;
+  // Layers the map ran natively at the seam: heal re-runs the others.
+  j["native_layers"] = map->data().features.native_layers;
   if (a.json) {
     j["sha256"] = transfer_run_sha256(a.from, a.to, a.maps, a.needles);
     j["sha256"]["filler"] = {

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "molt/bench/answer.h"
 #include "molt/common/error.h"
+#include "molt/transfer/map_file.h"
 #include "runtime/heal.h"
 
 namespace molt {
@@ -25,10 +29,17 @@ std::vector<int32_t> joined(const HealNeedle& n, std::span<const int32_t> interl
 }
 
 // The receiver's cache carried from the sender's cache of the body.
+// With `heal`, also the heal job that goes on from where the map's native layers left the cache.
 KVCache carried(const CacheMap& map, const Model& sender, const KVCache& src, const Model& receiver,
-                const HealNeedle& n, int64_t cap) {
+                const HealNeedle& n, int64_t cap,
+                std::unique_ptr<runtime::HealJob>* heal = nullptr) {
   KVCache dst = receiver.new_cache(cap);
-  map.apply(sender, src, receiver, n.body, TransferOptions{}, dst);
+  std::vector<float> hidden;
+  map.apply(sender, src, receiver, n.body, TransferOptions{}, dst, &hidden);
+  if (heal != nullptr) {
+    const int64_t first = hidden.empty() ? 0 : map.data().features.native_layers;
+    *heal = std::make_unique<runtime::HealJob>(n.body, first, std::move(hidden));
+  }
   return dst;
 }
 
@@ -145,9 +156,9 @@ nlohmann::json measure_heal_needles(Ladder& sender_ladder, Ladder& receiver_ladd
         molt[k] += needle_answer_matches(got, n.answer);
         molt_same[k] += got == own;
       }
-      KVCache c = carried(map, sender, src, receiver, n, cap);
-      runtime::HealJob job(n.body);
-      const Reading r = read_stepwise(receiver, c, p, n0, len - 1, &job, o.chunk);
+      std::unique_ptr<runtime::HealJob> job;
+      KVCache c = carried(map, sender, src, receiver, n, cap, &job);
+      const Reading r = read_stepwise(receiver, c, p, n0, len - 1, job.get(), o.chunk);
       healed_first[k] += r.native;
       const std::string got = answer(std::move(c), p, n);
       heal[k] += needle_answer_matches(got, n.answer);
@@ -157,17 +168,20 @@ nlohmann::json measure_heal_needles(Ladder& sender_ladder, Ladder& receiver_ladd
     if (static_cast<int64_t>(i) < o.cost_needles) {
       for (size_t j = 0; j < o.cost_chunks.size(); ++j) {
         const int64_t chunk = o.cost_chunks[j];
-        const int64_t layers = receiver.config().num_hidden_layers;
+        const int64_t layers =
+            receiver.config().num_hidden_layers - map.data().features.native_layers;
         const int64_t steps = layers * ((n0 + chunk - 1) / chunk);
         std::vector<int32_t> p(n.body);
         const auto more = filler.first(std::min<size_t>(filler.size(), static_cast<size_t>(steps)));
         p.insert(p.end(), more.begin(), more.end());
-        KVCache c = carried(map, sender, src, receiver, n, static_cast<int64_t>(p.size()) + 1);
-        runtime::HealJob job(n.body);
-        Reading r = read_stepwise(receiver, c, p, n0, static_cast<int64_t>(p.size()), &job, chunk);
+        std::unique_ptr<runtime::HealJob> job;
+        KVCache c =
+            carried(map, sender, src, receiver, n, static_cast<int64_t>(p.size()) + 1, &job);
+        Reading r =
+            read_stepwise(receiver, c, p, n0, static_cast<int64_t>(p.size()), job.get(), chunk);
         while (!r.native) {  // filler shorter than the schedule: finish without decoding
           const auto t0 = Clock::now();
-          r.native = job.step(receiver, c, p, chunk);
+          r.native = job->step(receiver, c, p, chunk);
           r.heal_ms += ms_since(t0);
           ++r.heal_steps;
         }

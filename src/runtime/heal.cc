@@ -3,10 +3,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
+
+#include "molt/common/error.h"
 
 namespace molt::runtime {
 
-HealJob::HealJob(std::span<const int32_t> tokens) : tokens_(tokens.begin(), tokens.end()) {}
+HealJob::HealJob(std::span<const int32_t> tokens, int64_t first_layer, std::vector<float> hidden)
+    : tokens_(tokens.begin(), tokens.end()),
+      hidden_(std::move(hidden)),
+      first_layer_(first_layer),
+      layer_(first_layer) {
+  if (first_layer < 0) fail("heal: first layer {} is negative", first_layer);
+  if (first_layer == 0 && !hidden_.empty()) fail("heal: hidden states given for layer 0");
+}
 
 size_t HealJob::extra_bytes(const ModelConfig& c, int64_t n0) {
   return static_cast<size_t>(n0) * sizeof(float) * static_cast<size_t>(c.hidden_size);
@@ -16,7 +26,12 @@ bool HealJob::step(const Model& m, KVCache& cache, std::span<const int32_t> wind
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t n0 = positions(), L = m.config().num_hidden_layers, d = m.config().hidden_size;
   bool done = false;
+  if (first_layer_ >= L) fail("heal: first layer {} of a {}-layer receiver", first_layer_, L);
   if (layer_ < L && n0 > 0) {
+    if (steps_ == 0 && first_layer_ > 0 && std::ssize(hidden_) != n0 * d) {
+      fail("heal: {} hidden values entering layer {}, expected {} positions × {}", hidden_.size(),
+           first_layer_, n0, d);
+    }
     if (hidden_.empty()) {
       hidden_.resize(static_cast<size_t>(n0 * d));
       m.embed(tokens_, hidden_);

@@ -2,6 +2,8 @@
 // the policies differ only in what is resident when.
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "molt/common/error.h"
 #include "molt/ladder/process_memory.h"
@@ -164,8 +166,14 @@ std::unique_ptr<KVCache> reread(State& g, int to, MigrationEvent& e) {
 
 // molt / heal: the route's map carries the sender's cache into the receiver's geometry. Returns
 // null when the map is refused (missing, corrupt, bad checksum, wrong geometry): the caller
-// falls back to a re-read, and the note says why.
-std::unique_ptr<KVCache> carry(State& g, const MigrationPlan& p, MigrationEvent& e) {
+// falls back to a re-read, and the note says why. For heal, `heal_from` receives the layer heal
+// starts at (the map's native layers) and the hidden states entering it.
+struct HealStart {
+  int64_t layer = 0;
+  std::vector<float> hidden;
+};
+std::unique_ptr<KVCache> carry(State& g, const MigrationPlan& p, MigrationEvent& e,
+                               HealStart* heal_from = nullptr) {
   Rung &sender = g.ladder.rung(p.from), &receiver = g.ladder.rung(p.to);
   // The map loads (checked against both geometries) before the receiver's weights are touched,
   // so its transient does not add to theirs.
@@ -183,15 +191,22 @@ std::unique_ptr<KVCache> carry(State& g, const MigrationPlan& p, MigrationEvent&
   e.load_ms = arrive(g, p.to);
   t0 = Clock::now();
   auto dst = g.new_cache(p.to);
-  map->apply(sender.model(), *g.cache, receiver.model(), g.context(), g.o.transfer, *dst);
+  map->apply(sender.model(), *g.cache, receiver.model(), g.context(), g.o.transfer, *dst,
+             heal_from != nullptr ? &heal_from->hidden : nullptr);
   e.carry_ms += ms_between(t0, Clock::now());
   const int64_t n = dst->size();
   const double full = prefill_flops(receiver.config(), n);
   const double mapped = transfer_flops(*map, receiver.config(), n);
-  // heal re-runs every layer over every carried position later: nothing is saved, the
-  // re-prefill is deferred.
+  // heal re-runs the layers the map did not run natively over every carried position later:
+  // nothing is saved, the rest of the re-prefill is deferred.
+  const int64_t native = map->data().features.native_layers;
+  if (heal_from != nullptr && !heal_from->hidden.empty()) heal_from->layer = native;
+  const FlopCount f = prefill_flop_count(receiver.config(), n);
+  const double native_part = static_cast<double>(native) /
+                             static_cast<double>(receiver.config().num_hidden_layers) *
+                             (f.linear + f.attention);
   e.flops_saved = p.policy == Policy::kHeal ? 0 : std::clamp(1.0 - mapped / full, 0.0, 1.0);
-  e.deferred_flops = p.policy == Policy::kHeal ? full : 0;
+  e.deferred_flops = p.policy == Policy::kHeal ? full - native_part : 0;
   return dst;
 }
 
@@ -243,6 +258,7 @@ MigrationEvent migrate(State& g, const MigrationPlan& p) {
 
   Policy policy = p.policy;
   std::unique_ptr<KVCache> dst;
+  HealStart heal_from;  // heal: where the map's native layers leave it
   switch (policy) {
     case Policy::kReprefill:  // C: the receiver loads beside the sender, then re-reads the text
       if (g.meter) g.meter->window_open();
@@ -260,7 +276,7 @@ MigrationEvent migrate(State& g, const MigrationPlan& p) {
     case Policy::kHeal:
       if (alone) sender.park();
       if (g.meter) g.meter->window_open();
-      dst = carry(g, p, e);
+      dst = carry(g, p, e, &heal_from);
       if (!dst) {  // the map was refused: release the sender, re-read on the receiver
         policy = Policy::kReleaseReprefill;
         e.policy = policy_name(policy);
@@ -280,7 +296,9 @@ MigrationEvent migrate(State& g, const MigrationPlan& p) {
   g.cache = std::move(dst);
   g.rung = p.to;
   g.using_rung = true;
-  if (policy == Policy::kHeal) g.heal = std::make_unique<HealJob>(g.context());
+  if (policy == Policy::kHeal) {
+    g.heal = std::make_unique<HealJob>(g.context(), heal_from.layer, std::move(heal_from.hidden));
+  }
   if (g.meter) g.meter->after(e);
   return e;
 }

@@ -93,9 +93,11 @@ class LinearCacheMap final : public CacheMap {
     return f;
   }
 
+  using CacheMap::apply;
   void apply(const Model& sender, const KVCache& src, const Model& receiver,
-             std::span<const int32_t> tokens, const TransferOptions& options,
-             KVCache& dst) const override {
+             std::span<const int32_t> tokens, const TransferOptions& options, KVCache& dst,
+             std::vector<float>* native_hidden) const override {
+    if (native_hidden != nullptr) native_hidden->clear();
     const CacheGeometry& gs = map_.sender.geometry;
     const CacheGeometry& gr = map_.receiver.geometry;
     if (!same_geometry(src.geometry(), gs))
@@ -183,7 +185,9 @@ class LinearCacheMap final : public CacheMap {
       // Native layers first: they write the receiver's own K/V of layers [0, native) into dst
       // and give the features (token_feature_rows).
       std::vector<float> embeddings;
-      if (lags > 0 || native > 0) embeddings = token_feature_rows(receiver, tokens, native, dst);
+      if (lags > 0 || native > 0) {
+        embeddings = token_feature_rows(receiver, tokens, native, dst, native_hidden);
+      }
       if (lags == 0) {
         std::vector<float>().swap(embeddings);  // only the native rows were wanted
       }

@@ -33,7 +33,8 @@ std::vector<float> normed_embeddings(const Model& receiver, std::span<const int3
 }
 
 std::vector<float> token_feature_rows(const Model& receiver, std::span<const int32_t> tokens,
-                                      int64_t native_layers, KVCache& cache) {
+                                      int64_t native_layers, KVCache& cache,
+                                      std::vector<float>* raw) {
   if (native_layers == 0) return normed_embeddings(receiver, tokens);
   const int64_t d = receiver.config().hidden_size, n = static_cast<int64_t>(tokens.size());
   if (native_layers < 0 || native_layers >= receiver.config().num_hidden_layers) {
@@ -45,6 +46,7 @@ std::vector<float> token_feature_rows(const Model& receiver, std::span<const int
   std::vector<float> h(static_cast<size_t>(n * d));
   receiver.embed(tokens, h);
   if (n > 0) receiver.forward_layers(0, 0, n, h, cache, native_layers);
+  if (raw != nullptr) *raw = h;
   rms_rows(receiver, h, n, d);
   return h;
 }

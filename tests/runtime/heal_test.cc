@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "molt/common/error.h"
 #include "runtime_fixture.h"
 
 namespace molt {
@@ -65,6 +69,45 @@ TEST(Heal, RebuildsTheNativeCacheLayerByLayer) {
   }
   EXPECT_EQ(runtime::HealJob::extra_bytes(m.config(), n0),
             static_cast<size_t>(n0) * 4 * g.hidden_size);
+}
+
+// After a map with native layers (here 1): layer 0 is native already and heal goes on from the
+// hidden states entering layer 1, one layer fewer per position.
+TEST(Heal, StartsAfterTheMapsNativeLayers) {
+  const Model& m = *test::runtime_ladder().models[1];
+  const CacheGeometry g = m.cache_geometry();
+  const std::vector<int32_t> history = test::test_prompt(70);
+  const int64_t n0 = 60, held = 66, d = m.config().hidden_size;
+  KVCache native = m.new_cache(80);
+  m.forward(std::span<const int32_t>(history).first(held), native, {});
+
+  KVCache live = m.new_cache(80);
+  live.set_size(n0);
+  std::vector<float> hidden(static_cast<size_t>(n0 * d));
+  m.embed(std::span<const int32_t>(history).first(n0), hidden);
+  m.forward_layers(0, 0, n0, hidden, live, 1);  // as the map's native layer writes it
+  m.forward(std::span<const int32_t>(history).subspan(n0, held - n0), live, {});
+  runtime::HealJob heal(std::span<const int32_t>(history).first(n0), 1, hidden);
+  EXPECT_EQ(heal.first_layer(), 1);
+  EXPECT_EQ(heal.layers_done(), 1);
+  int64_t steps = 0;
+  while (!heal.step(m, live, history, 25)) ++steps;
+  EXPECT_EQ(steps + 1, 3 * (g.n_layers - 1));
+  const size_t rows = static_cast<size_t>(held * g.kv_dim());
+  for (int64_t l = 0; l < g.n_layers; ++l) {
+    EXPECT_LT(max_rel_diff(live.k(l), native.k(l), rows), 1e-4) << l;
+    EXPECT_LT(max_rel_diff(live.v(l), native.v(l), rows), 1e-4) << l;
+  }
+  // Hidden states of the wrong size are refused at the first step, naming what was expected.
+  runtime::HealJob bad(std::span<const int32_t>(history).first(n0), 1, std::vector<float>(7));
+  try {
+    bad.step(m, live, history, 25);
+    FAIL() << "healed from 7 hidden values";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("7 hidden values entering layer 1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(runtime::HealJob(std::span<const int32_t>(history).first(n0), 0, hidden), Error);
 }
 
 }  // namespace

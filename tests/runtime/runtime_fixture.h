@@ -75,6 +75,10 @@ struct RuntimeLadder {
         fo.heldout_every = 4;
         fo.select_windows = 2;
         fo.k = 2;
+        // As the shipped cross-size maps: the receiver's layer 0 native, its hidden states of
+        // the token and the one before as features (heal then starts at layer 1).
+        fo.native_layers = 1;
+        fo.embed_tokens = 2;
         fo.corpus_name = "random ids";
         auto stream = TokenStream::ids(corpus);
         const RouteStats st = collect_stats(s, d, *stream, fo);

@@ -318,11 +318,16 @@ TEST_F(Fit, NativeLayersFeedTheirHiddenStatesAndKeepTheReceiversOwnRows) {
   const std::vector<int32_t> ids = test::random_ids(T, 97, 37);
   KVCache src = big_->new_cache(T), dst = small_->new_cache(T);
   big_->forward(ids, src, {});
-  map->apply(*big_, src, *small_, ids, {}, dst);
+  std::vector<float> native_hidden;
+  map->apply(*big_, src, *small_, ids, {}, dst, &native_hidden);
   // The receiver reading the tokens itself: its layer-0 rows and the hidden states entering
   // layer 1.
   KVCache nat = small_->new_cache(T, /*keep_hidden=*/true);
   small_->forward(ids, nat, {});
+  // What heal goes on from: the hidden states entering layer 1, as the native forward has them.
+  ASSERT_EQ(std::ssize(native_hidden), T * H);
+  EXPECT_LT(test::max_abs_diff(native_hidden, std::as_const(nat).hidden(1), T * H),
+            1e-5 * test::max_abs(std::as_const(nat).hidden(1), T * H));
   EXPECT_LT(test::max_abs_diff(dst.k(0), nat.k(0), T * kvr),
             1e-5 * test::max_abs(nat.k(0), T * kvr));
   EXPECT_LT(test::max_abs_diff(dst.v(0), nat.v(0), T * kvr),

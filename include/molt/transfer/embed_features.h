@@ -29,9 +29,11 @@ std::vector<float> normed_embeddings(const Model& receiver, std::span<const int3
 // The token-feature rows of `tokens` at positions 0 .. n − 1: normed_embeddings() when
 // native_layers is 0; else the receiver's layers [0, native_layers) run over them, writing
 // their K/V into `cache` rows [0, n) (cache.size() must be ≥ n), and the hidden states entering
-// layer native_layers are returned RMS-normalised.
+// layer native_layers are returned RMS-normalised; `raw`, when not null and native_layers > 0,
+// receives those hidden states as they are (heal goes on from them).
 std::vector<float> token_feature_rows(const Model& receiver, std::span<const int32_t> tokens,
-                                      int64_t native_layers, KVCache& cache);
+                                      int64_t native_layers, KVCache& cache,
+                                      std::vector<float>* raw = nullptr);
 
 // The same rows from hidden states a forward pass already kept (KVCache::hidden(native_layers),
 // [n × hidden_size]): RMS-normalised copies.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "molt/model/kv_cache.h"
 #include "molt/model/model.h"
@@ -42,9 +43,17 @@ class CacheMap {
   // the receiver's residual stream entering layer L_r − r (src must keep hidden states) and
   // the last r layers run natively over all positions; with a = options.anchors > 0 the last
   // a positions are then re-run natively, attending to the mapped cache.
+  void apply(const Model& sender, const KVCache& src, const Model& receiver,
+             std::span<const int32_t> tokens, const TransferOptions& options, KVCache& dst) const {
+    apply(sender, src, receiver, tokens, options, dst, nullptr);
+  }
+  // As above; where the map runs native layers (MapFeatures::native_layers = b > 0) and
+  // `native_hidden` is not null, it also receives the hidden states entering receiver layer b,
+  // [n × hidden_size]: layers [0, b) of dst are already the receiver's own, so heal goes on
+  // from there. Left empty otherwise.
   virtual void apply(const Model& sender, const KVCache& src, const Model& receiver,
-                     std::span<const int32_t> tokens, const TransferOptions& options,
-                     KVCache& dst) const = 0;
+                     std::span<const int32_t> tokens, const TransferOptions& options, KVCache& dst,
+                     std::vector<float>* native_hidden) const = 0;
 
   virtual std::string method() const = 0;  // "ridge", "depth-remap", "diagonal", ...
   // FLOPs of apply() per position, to report "FLOPs saved" against the receiver's re-prefill.
