@@ -241,12 +241,14 @@ std::string heal_section(const std::string& name,
             "`molt transfer heal`: the switch right after each needle's body (the fact is in the "
             "carried cache); the receiver then reads h tokens of held-out prose (`data/{}`) and "
             "the question, one decode step each, while heal re-prefills the carried positions "
-            "natively, {} positions of one layer before each step. \"receiver reads all\" is the "
+            "natively, {} positions of one layer before each step, from layer {} of {} on (the "
+            "map ran the layers before it natively at the seam). \"receiver reads all\" is the "
             "receiver reading the same prompt itself; \"healed first\" counts the needles whose "
             "cache was native before the answer; \"same\" the answers equal to the receiver's "
             "own.",
             fs::path(first.at("filler").get<std::string>()).filename().string(),
-            first.at("chunk").get<int64_t>())) +
+            first.at("chunk").get<int64_t>(), first.value("native_layers", int64_t{0}),
+            first.at("layers").get<int64_t>())) +
         "\n| needles at | h | tokens | receiver reads all | molt | heal | healed first | heal "
         "same |\n|---|---|---|---|---|---|---|---|\n";
   auto acc = [](const json& c, int64_t n) {
