@@ -31,4 +31,14 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag)
   return ids;
 }
 
+CLI::Option* add_layout_option(CLI::App* s, std::string& layout) {
+  return s
+      ->add_option("--layout", layout,
+                   "MLX weights: auto (4-bit rows interleaved by 8 where this CPU decodes faster "
+                   "so: a copy made once beside the checkpoint, mapped), stored (as the file has "
+                   "them) or memory (interleaved into a heap copy at load)")
+      ->check(CLI::IsMember({"auto", "stored", "memory"}))
+      ->capture_default_str();
+}
+
 }  // namespace molt::cli

@@ -104,12 +104,7 @@ const bool registered = register_command([](CLI::App& root) {
   s->add_option("--precision", a->precision,
                 "native (as stored), int8, q4 or q8: quantise a dense checkpoint at load")
       ->capture_default_str();
-  s->add_option("--layout", a->layout,
-                "MLX weights: auto (rows interleaved by 8 where this CPU decodes faster so: a "
-                "copy made once beside the checkpoint, mapped), stored (as the file has them) "
-                "or memory (interleaved into a heap copy at load)")
-      ->check(CLI::IsMember({"auto", "stored", "memory"}))
-      ->capture_default_str();
+  add_layout_option(s, a->layout);
   s->add_option("--batch", a->batch,
                 "decode N sequences together (one pass over the weights per step) beside the "
                 "same N one at a time, alternating step by step, and report both")

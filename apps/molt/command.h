@@ -33,4 +33,7 @@ namespace molt::cli {
 // Parses "i j k" (spaces or commas) into token ids; errors name the flag and the bad item.
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& flag);
 
+// --layout auto|stored|memory: how MLX weights are laid out at load (LoadOptions::layout).
+CLI::Option* add_layout_option(CLI::App* s, std::string& layout);
+
 }  // namespace molt::cli

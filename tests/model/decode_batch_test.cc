@@ -14,6 +14,7 @@
 #include "molt/model/model.h"
 #include "molt/model/quantize.h"
 #include "molt/model/synth.h"
+#include "small_config.h"
 #include "test_util.h"
 
 namespace molt {
@@ -21,13 +22,7 @@ namespace {
 
 // Small enough to run fast, wide enough that every linear quantises (64 and 128 inputs) and
 // rows8 applies to every layer matrix (rows a multiple of 8).
-ModelConfig small_config() {
-  ModelConfig c = qwen25_geometry("qwen2.5-0.5b");
-  c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
-  c.num_key_value_heads = 2, c.head_dim = 16, c.intermediate_size = 128;
-  c.vocab_size = 304, c.eos_token_ids = {303}, c.bos_token_id = 303;
-  return c;
-}
+using test::small_config;
 
 int32_t argmax(const float* v, int64_t n) {
   return static_cast<int32_t>(std::max_element(v, v + n) - v);

@@ -19,6 +19,7 @@
 #include "molt/model/model.h"
 #include "molt/model/quantize.h"
 #include "molt/model/synth.h"
+#include "small_config.h"
 #include "test_util.h"
 
 namespace molt {
@@ -26,13 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ModelConfig small_config() {
-  ModelConfig c = qwen25_geometry("qwen2.5-0.5b");
-  c.hidden_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
-  c.num_key_value_heads = 2, c.head_dim = 16, c.intermediate_size = 128;
-  c.vocab_size = 304, c.eos_token_ids = {303}, c.bos_token_id = 303;
-  return c;
-}
+using test::small_config;
 
 // MOLT_CACHE_DIR pointed at `dir` for the scope of one test.
 class CacheDirEnv {
