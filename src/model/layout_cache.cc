@@ -30,7 +30,7 @@ bool is_weight_file(const std::string& name) {
          (name.size() > 12 && name.ends_with(".safetensors"));
 }
 
-// What the copy was made from: each config and weight file's size and modification time.
+// What the copy was made from: each config and weight file's size, times and inode.
 json source_stamp(const fs::path& checkpoint) {
   json files = json::object();
   for (const auto& e : fs::directory_iterator(checkpoint)) {
@@ -39,9 +39,15 @@ json source_stamp(const fs::path& checkpoint) {
     if (!is_weight_file(name) || ::stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       continue;
     }
+    // ctime and the inode too: a file rewritten with its mtime set back (cp -p, rsync -t) still
+    // changes them, so a same-size replacement is never read through an old copy.
+    auto ns = [](const timespec& t) {
+      return static_cast<int64_t>(t.tv_sec) * 1000000000 + static_cast<int64_t>(t.tv_nsec);
+    };
     files[name] = {{"bytes", static_cast<int64_t>(st.st_size)},
-                   {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                                    static_cast<int64_t>(st.st_mtim.tv_nsec)}};
+                   {"mtime_ns", ns(st.st_mtim)},
+                   {"ctime_ns", ns(st.st_ctim)},
+                   {"inode", static_cast<uint64_t>(st.st_ino)}};
   }
   return {{"layout", "rows8"},
           {"version", kLayoutVersion},

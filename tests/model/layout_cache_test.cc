@@ -1,8 +1,8 @@
 // The rows8 layout cache: an MLX checkpoint as published loads through a rows8 copy made once
 // beside it (mapped, so parkable), equal to interleaving at load; the copy is reused, made again
-// when the checkpoint changes or the copy is damaged, made in the user's cache folder when it
-// cannot be written beside, and skipped (weights as stored, the reason in the note) when it
-// cannot be written at all.
+// when the checkpoint changes (even with its mtime kept) or the copy is damaged, made in the user's
+// cache folder when it cannot be written beside, and skipped (weights as stored, the reason in the
+// note) when it cannot be written at all.
 #include "molt/model/layout_cache.h"
 
 #include <gtest/gtest.h>
@@ -113,6 +113,15 @@ TEST_F(LayoutCache, AChangedCheckpointOrADamagedCopyIsMadeAgain) {
   fs::last_write_time(mlx_ / "model.safetensors",
                       fs::last_write_time(mlx_ / "model.safetensors") + std::chrono::seconds(5));
   auto m = Model::load(mlx_);
+  EXPECT_NE(m->layout_note().find("made now"), std::string::npos) << m->layout_note();
+  // Replaced by a same-size file with its mtime set back (as cp -p does): a new inode and
+  // ctime, so a new copy.
+  m.reset();
+  const fs::file_time_type t = fs::last_write_time(mlx_ / "model.safetensors");
+  fs::copy_file(mlx_ / "model.safetensors", dir_ / "replacement");
+  fs::rename(dir_ / "replacement", mlx_ / "model.safetensors");
+  fs::last_write_time(mlx_ / "model.safetensors", t);
+  m = Model::load(mlx_);
   EXPECT_NE(m->layout_note().find("made now"), std::string::npos) << m->layout_note();
   // The copy cut short (as by a full disk or a crash after the stamp): made again, not read.
   m.reset();

@@ -6,8 +6,8 @@
 // biases, moved; nothing requantised), written once into <checkpoint>/.molt-cache/rows8, or,
 // where the checkpoint's folder cannot be written, into the user's cache folder
 // ($MOLT_CACHE_DIR, else $XDG_CACHE_HOME/molt, else ~/.cache/molt) under rows8/<hash of the
-// checkpoint's path>. A stamp (molt-source.json) records each source file's size and
-// modification time: a checkpoint changed in place gets a new copy on its next load.
+// checkpoint's path>. A stamp (molt-source.json) records each source file's size, mtime, ctime
+// and inode: a checkpoint changed in place gets a new copy on its next load.
 #pragma once
 
 #include <filesystem>
