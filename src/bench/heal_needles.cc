@@ -37,8 +37,8 @@ KVCache carried(const CacheMap& map, const Model& sender, const KVCache& src, co
   std::vector<float> hidden;
   map.apply(sender, src, receiver, n.body, TransferOptions{}, dst, &hidden);
   if (heal != nullptr) {
-    const int64_t first = hidden.empty() ? 0 : map.data().features.native_layers;
-    *heal = std::make_unique<runtime::HealJob>(n.body, first, std::move(hidden));
+    *heal = std::make_unique<runtime::HealJob>(n.body, map.data().features.native_layers,
+                                               std::move(hidden));
   }
   return dst;
 }

@@ -26,11 +26,15 @@ double prefill_flops(const ModelConfig& c, int64_t n) {
   return prefill_flop_count(c, n).total();
 }
 
-double transfer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n) {
+double native_layer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n) {
   const FlopCount f = prefill_flop_count(receiver, n);
-  const double native = static_cast<double>(map.data().features.native_layers) /
-                        static_cast<double>(receiver.num_hidden_layers);
-  return map.flops_per_position() * static_cast<double>(n) + native * (f.linear + f.attention);
+  const double share = static_cast<double>(map.data().features.native_layers) /
+                       static_cast<double>(receiver.num_hidden_layers);
+  return share * (f.linear + f.attention);
+}
+
+double transfer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n) {
+  return map.flops_per_position() * static_cast<double>(n) + native_layer_flops(map, receiver, n);
 }
 
 ConditionSummary summarize_condition(const std::vector<MigrationEvent>& migrations,

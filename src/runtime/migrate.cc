@@ -199,14 +199,10 @@ std::unique_ptr<KVCache> carry(State& g, const MigrationPlan& p, MigrationEvent&
   const double mapped = transfer_flops(*map, receiver.config(), n);
   // heal re-runs the layers the map did not run natively over every carried position later:
   // nothing is saved, the rest of the re-prefill is deferred.
-  const int64_t native = map->data().features.native_layers;
-  if (heal_from != nullptr && !heal_from->hidden.empty()) heal_from->layer = native;
-  const FlopCount f = prefill_flop_count(receiver.config(), n);
-  const double native_part = static_cast<double>(native) /
-                             static_cast<double>(receiver.config().num_hidden_layers) *
-                             (f.linear + f.attention);
+  if (heal_from != nullptr) heal_from->layer = map->data().features.native_layers;
   e.flops_saved = p.policy == Policy::kHeal ? 0 : std::clamp(1.0 - mapped / full, 0.0, 1.0);
-  e.deferred_flops = p.policy == Policy::kHeal ? full - native_part : 0;
+  e.deferred_flops =
+      p.policy == Policy::kHeal ? full - native_layer_flops(*map, receiver.config(), n) : 0;
   return dst;
 }
 

@@ -25,8 +25,10 @@ struct FlopCount {
 };
 FlopCount prefill_flop_count(const ModelConfig& c, int64_t n);
 double prefill_flops(const ModelConfig& c, int64_t n);  // prefill_flop_count(c, n).total()
-// FLOPs of carrying n positions with `map` into `receiver`: its GEMMs, plus the receiver layers
-// it runs natively (MapFeatures::native_layers), their share of a prefill without the lm_head.
+// FLOPs of the receiver layers `map` runs natively over n positions (MapFeatures::native_layers):
+// their share of a prefill without the lm_head.
+double native_layer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n);
+// FLOPs of carrying n positions with `map` into `receiver`: its GEMMs plus native_layer_flops.
 double transfer_flops(const CacheMap& map, const ModelConfig& receiver, int64_t n);
 
 // One run under one policy, reduced to what a condition row shows.
