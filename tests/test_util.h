@@ -93,6 +93,30 @@ inline constexpr double kAsanShadowShare =
     0.0;
 #endif
 
+// AddressSanitizer keeps freed memory in its quarantine, resident, so under ASan the RSS peak
+// of a stretch of work counts every allocation it freed, not the most it held at once. A test
+// that compares an RSS peak with a footprint calls this first: under ASan with the quarantine
+// on, it runs the same test again in a child with the quarantine off (everything else as
+// configured), expects the child to pass, and returns true, so the caller returns at once.
+inline bool measured_in_a_child_without_asan_quarantine() {
+#if defined(__SANITIZE_ADDRESS__)
+  const char* env = std::getenv("ASAN_OPTIONS");
+  const std::string options = env == nullptr ? "" : env;
+  if (options.find("quarantine_size_mb=0") != std::string::npos) return false;
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string cmd = "ASAN_OPTIONS='" + options + ":quarantine_size_mb=0' " +
+                          std::filesystem::read_symlink("/proc/self/exe").string() +
+                          " --gtest_filter=" + t->test_suite_name() + "." + t->name() + " 2>&1";
+  std::fflush(stdout);
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child without ASan's quarantine failed: " << cmd;
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Whether the tests run under qemu-user (make arm64-test sets MOLT_UNDER_EMULATION): there
 // the process is the emulator, whose memory and address-space limits are not a device's.
 inline bool under_emulation() {

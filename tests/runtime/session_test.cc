@@ -469,6 +469,7 @@ TEST(Session, MoltNeverHoldsBothRungsWeights) {
   GTEST_SKIP() << "RSS is not the program's own under ThreadSanitizer";
 #endif
   if (!reset_peak_rss()) GTEST_SKIP() << "VmHWM cannot be reset here";
+  if (test::measured_in_a_child_without_asan_quarantine()) return;
   auto l = Ladder::open(runtime_ladder().with_maps);
   auto budget = [](const BudgetQuery& q, const Ladder& ld) {
     return q.step < 6 ? kInf : footprint_mib(ld, 1, capacity());
