@@ -9,6 +9,11 @@ has none, and train.py starts a fresh AdamW with a new warm-up. The curriculum s
 tokens, phase, events, sittings) comes from eval.json's training record, which
 tools/tiny-ladder/evaluate.sh copied from the run's state.json; its token count must be the last
 'until' of the rung in recipe.json.
+
+--handover DIR imports a rung that a session trained but did not yet commit to the ladder:
+DIR/SIZE/ holds export.py's files and the run's state.json (train.py's step, tokens, curriculum
+events and every sitting's arguments), so the next session continues or exports it where the
+last one stopped (the runs folder does not outlive a session).
 """
 import argparse
 import json
@@ -29,8 +34,10 @@ def main():
     ap.add_argument("--ladder", default=os.path.join(HERE, "..", "..", "models", "tiny-ladder"))
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--run", default=None, help="run folder (default WORK/runs/SIZE)")
+    ap.add_argument("--handover", default=None,
+                    help="folder of uncommitted rungs (SIZE/model.safetensors + SIZE/state.json)")
     args = ap.parse_args()
-    rung = os.path.join(args.ladder, args.size)
+    rung = os.path.join(args.handover or args.ladder, args.size)
     cfg = config_for(args.size)
     with open(os.path.join(rung, "config.json")) as fh:
         hf = json.load(fh)
@@ -44,10 +51,15 @@ def main():
             if a.read() != b.read():
                 sys.exit(f"import: {rung}/{f} differs from {args.work}/tokenizer/{f}")
 
-    with open(os.path.join(HERE, "recipe.json")) as fh:
-        until = int(json.load(fh)["sizes"][args.size][-1]["until"])
-    with open(os.path.join(args.ladder, "eval.json")) as fh:
-        record = json.load(fh)[args.size]["training"]
+    if args.handover:
+        with open(os.path.join(rung, "state.json")) as fh:
+            record = json.load(fh)
+        until = record["tokens"]
+    else:
+        with open(os.path.join(HERE, "recipe.json")) as fh:
+            until = int(json.load(fh)["sizes"][args.size][-1]["until"])
+        with open(os.path.join(args.ladder, "eval.json")) as fh:
+            record = json.load(fh)[args.size]["training"]
     if record["tokens"] != until or record["phase"] != "mix":
         sys.exit(f"import: eval.json has {record['tokens']} tokens, phase {record['phase']}; "
                  f"recipe.json ends {args.size} at {until} in mix")
