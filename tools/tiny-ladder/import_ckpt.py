@@ -11,13 +11,14 @@ tools/tiny-ladder/evaluate.sh copied from the run's state.json; its token count 
 'until' of the rung in recipe.json.
 
 --handover DIR imports a rung that a session trained but did not yet commit to the ladder:
-DIR/SIZE/ holds export.py's files and the run's state.json (train.py's step, tokens, curriculum
-events and every sitting's arguments), so the next session continues or exports it where the
+DIR/SIZE/ holds export.py's files, the run's state.json (train.py's step, tokens, curriculum
+events and every sitting's arguments) and its log.csv (the curve), so the next session continues or exports it where the
 last one stopped (the runs folder does not outlive a session).
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import torch
@@ -77,6 +78,14 @@ def main():
     if os.path.exists(ckpt):
         sys.exit(f"import: {ckpt} exists; remove it to start over from the export")
     torch.save({"model": weights, "state": state, "config": cfg, "size": args.size}, ckpt)
+    # The curve so far (the ladder's curves/SIZE.csv, or the handover's log.csv): train.py
+    # appends to it, so plot.py draws the rung's whole history, not the last sittings alone.
+    curve = (os.path.join(rung, "log.csv") if args.handover else
+             os.path.join(args.ladder, "curves", f"{args.size}.csv"))
+    if os.path.exists(curve):
+        shutil.copy(curve, os.path.join(run, "log.csv"))
+    else:
+        print(f"import: no training curve at {curve}; the run's log.csv starts empty")
     n = sum(t.numel() for t in weights.values())
     print(f"import: {rung} -> {ckpt} ({n} params, step {state['step']}, {until} tokens)")
 
