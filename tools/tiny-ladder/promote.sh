@@ -71,14 +71,14 @@ step_export() {
     if [[ "$tokens" != "$until" ]]; then
       "$py" "$here/sittings.py" --size "$size" --state "$work/runs/$size/state.json" --append
     fi
-    what+=" $size at $tokens tokens,"
+    what+="${what:+, }$size at $tokens tokens"
   done
   "$py" "$here/plot.py" --work "$work" --out models/tiny-ladder
   # Rungs handed over by an earlier session are on the ladder now.
   if [[ -n "$(git ls-files tools/tiny-ladder/handover)" ]]; then
     git rm -rq tools/tiny-ladder/handover
   fi
-  commit export "Tiny ladder: rungs from tools/tiny-ladder/work/runs (${what%,}); recipe.json gains their sittings, curves re-plotted (promote.sh step 1: maps and pages follow)"
+  commit export "Tiny ladder: rungs from tools/tiny-ladder/work/runs ($what); recipe.json gains their sittings, curves re-plotted (promote.sh step 1: maps and pages follow)"
 }
 step_routes() {
   "$here/routes.sh"
