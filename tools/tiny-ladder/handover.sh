@@ -38,7 +38,7 @@ for size in sizes:
     print(f"handover: {size} at {json.load(open(state))['tokens']} tokens, "
           f"{len(new[size])} sitting(s) since the ladder")
 json.dump({"about": "Sittings after recipe.json's, per rung, for the rungs in this folder "
-                    "(tools/tiny-ladder/handover.sh); tools/tiny-ladder/promote.sh appends them "
-                    "to recipe.json when the rungs go onto the ladder.", "sizes": new},
+                    "(tools/tiny-ladder/handover.sh), for reading: promote.sh derives the same "
+                    "entries from each rung's state.json (sittings.py) when it appends them.", "sizes": new},
           open(path, "w"), indent=1)
 PY

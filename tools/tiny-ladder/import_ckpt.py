@@ -12,8 +12,8 @@ tools/tiny-ladder/evaluate.sh copied from the run's state.json; its token count 
 
 --handover DIR imports a rung that a session trained but did not yet commit to the ladder:
 DIR/SIZE/ holds export.py's files, the run's state.json (train.py's step, tokens, curriculum
-events and every sitting's arguments) and its log.csv (the curve), so the next session continues or exports it where the
-last one stopped (the runs folder does not outlive a session).
+events and every sitting's arguments) and its log.csv (the curve), so the next session continues
+or exports it where the last one stopped (the runs folder does not outlive a session).
 """
 import argparse
 import json
