@@ -136,6 +136,7 @@ PreparedCompletion prepare_completion(const Ladder& ladder, const json& body, bo
   o.sampling.top_p = r.sampling.top_p;
   o.sampling.seed = r.sampling.seed;
   o.stop_ids.insert(o.stop_ids.end(), prompt.stop_ids.begin(), prompt.stop_ids.end());
+  if (r.ignore_eos) o.stop_at_eos = false;
   if (r.policy) o.policy = *r.policy;
   try {
     o.validate();

@@ -232,6 +232,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat) {
     r.sampling.seed = std::random_device{}();
   }
   r.stop = read_stop(body);
+  r.ignore_eos = read_bool(body, "ignore_eos", false);
   r.stream = read_bool(body, "stream", false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);

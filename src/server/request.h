@@ -29,6 +29,8 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;  // completions: the prompt is prepended to the text
+  // vLLM's and llama.cpp's extension: run to max_tokens past end-of-sequence and <|im_end|>.
+  bool ignore_eos = false;
   sched::Priority priority = sched::Priority::kForeground;
   std::optional<Policy> policy;  // the server's default when absent
 };

@@ -53,7 +53,7 @@ echo "ladder $ladder: rungs ${rungs[*]}; will squeeze $top → $below"
 molt_call POST /v1/molt/budget '{"mib": null}' >/dev/null || exit 1
 
 request=$(jq -nc --arg m "$ladder" '{model: $m, max_tokens: 120, temperature: 0, stream: true,
-  stream_options: {include_usage: true},
+  stream_options: {include_usage: true}, ignore_eos: true,
   messages: [{role: "user", content: "The driver will be able to use the driver to do it"}]}')
 curl -sN -D "$tmp/headers" -o "$tmp/stream" --max-time 60 -H "Authorization: Bearer $key" \
      -H 'Content-Type: application/json' -H 'Accept: text/event-stream' -d "$request" \

@@ -50,6 +50,7 @@ async function main() {
     temperature: 0,
     stream: true,
     stream_options: { include_usage: true },
+    ignore_eos: true, // the tiny ladder's chat answers are short; the cut must fall mid-answer
   });
   const chunks = [];
   let tokens = 0, text = "", squeezed = null, first = true;

@@ -23,7 +23,7 @@ fail() {
 curl -sN -o "$tmp/events" --max-time 60 -H "Authorization: Bearer $key" "$base/v1/molt/events" &
 events_pid=$!
 curl -sN -o "$tmp/stream" --max-time 60 -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-     -d '{"max_tokens": 1000, "temperature": 0, "stream": true,
+     -d '{"max_tokens": 1000, "temperature": 0, "stream": true, "ignore_eos": true,
           "messages": [{"role": "user", "content": "The driver will be able to use the driver to do it"}]}' \
      "$base/v1/chat/completions" &
 curl_pid=$!

@@ -24,6 +24,7 @@ TEST(Request, OpenAIDefaultsAndFields) {
       {"stop", "END"},
       {"stream", true},
       {"stream_options", {{"include_usage", true}}},
+      {"ignore_eos", true},
       {"molt", {{"priority", "background"}, {"policy", "heal"}}}};
   const CompletionRequest r = parse_completion_request(body, true);
   ASSERT_EQ(r.messages.size(), 2u);
@@ -34,6 +35,8 @@ TEST(Request, OpenAIDefaultsAndFields) {
   EXPECT_EQ(r.sampling.seed, 7u);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
   EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_FALSE(parse_completion_request({{"prompt", "x"}}, false).ignore_eos);
   EXPECT_EQ(r.priority, sched::Priority::kBackground);
   EXPECT_EQ(r.policy, Policy::kHeal);
 }
@@ -55,6 +58,13 @@ TEST(Request, WrongTypesNameTheField) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "echo");
+  }
+  try {
+    parse_completion_request({{"prompt", "x"}, {"ignore_eos", "yes"}}, false);
+    FAIL();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "ignore_eos");
   }
 }
 

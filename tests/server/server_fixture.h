@@ -103,13 +103,16 @@ inline SseResult post_stream(const LiveServer& s, const std::string& path,
   return r;
 }
 
-inline nlohmann::json chat_body(int max_tokens, bool stream = true) {
+// ignore_eos: the tiny ladder's chat answers end after a few tokens (it was trained on short
+// answers to questions), and these tests need a stream long enough to cut mid-answer.
+inline nlohmann::json chat_body(int max_tokens, bool stream = true, bool ignore_eos = true) {
   return {{"model", "tiny-ladder"},
           {"messages",
            {{{"role", "user"}, {"content", "The driver will be able to use the driver to do it"}}}},
           {"max_tokens", max_tokens},
           {"temperature", 0},
-          {"stream", stream}};
+          {"stream", stream},
+          {"ignore_eos", ignore_eos}};
 }
 
 }  // namespace molt::server::test

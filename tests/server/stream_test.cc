@@ -207,6 +207,27 @@ TEST(Server, StopEndsOpenStreamsWithAnErrorEvent) {
   EXPECT_TRUE(!res || res->status == 503) << (res ? res->body : "");
 }
 
+TEST(Server, AnAnswerEndsAtEndOfTurnUnlessIgnoreEosIsSet) {
+  auto ladder = tiny_ladder();
+  LiveServer s(*ladder);
+  httplib::Client c = s.client();
+  auto ended =
+      c.Post("/v1/chat/completions", chat_body(200, false, false).dump(), "application/json");
+  ASSERT_TRUE(ended);
+  const json e = json::parse(ended->body);
+  EXPECT_EQ(e["choices"][0]["finish_reason"], "stop") << ended->body;
+  EXPECT_LT(e["usage"]["completion_tokens"].get<int64_t>(), 200);
+  auto full =
+      c.Post("/v1/chat/completions", chat_body(200, false, true).dump(), "application/json");
+  ASSERT_TRUE(full);
+  const json f = json::parse(full->body);
+  EXPECT_EQ(f["choices"][0]["finish_reason"], "length") << full->body;
+  EXPECT_EQ(f["usage"]["completion_tokens"], 200);
+  // The same greedy answer, continued past the end of the turn.
+  const std::string head = e["choices"][0]["message"]["content"];
+  EXPECT_EQ(f["choices"][0]["message"]["content"].get<std::string>().substr(0, head.size()), head);
+}
+
 TEST(Server, StopSequencesEndTheAnswerBeforeTheMatch) {
   auto ladder = tiny_ladder();
   LiveServer s(*ladder);
