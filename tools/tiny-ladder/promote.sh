@@ -63,14 +63,10 @@ step_export() {
   local what=""
   for size in $SIZES; do
     # A rung trained further than the recipe says gains its sittings; one already there is left.
-    local until tokens
-    until=$("$py" -c "import json,sys; print(int(json.load(open(sys.argv[1]))['sizes'][sys.argv[2]][-1]['until']))" \
-      "$here/recipe.json" "$size")
+    "$py" "$here/sittings.py" --size "$size" --state "$work/runs/$size/state.json" --append
+    local tokens
     tokens=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" \
       "$work/runs/$size/state.json")
-    if [[ "$tokens" != "$until" ]]; then
-      "$py" "$here/sittings.py" --size "$size" --state "$work/runs/$size/state.json" --append
-    fi
     what+="${what:+, }$size at $tokens tokens"
   done
   "$py" "$here/plot.py" --work "$work" --out models/tiny-ladder
