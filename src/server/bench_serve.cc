@@ -157,6 +157,9 @@ json run_serve_bench(const ServeBenchOptions& o) {
           {"max_tokens", o.max_tokens},
           {"temperature", 0.7},
           {"stream", true},
+          // Every answer runs to max_tokens, as vLLM's serving benchmark does: the tiny ladder
+          // ends a chat turn after a few tokens, and the load is meant to be open streams.
+          {"ignore_eos", true},
           {"molt", {{"priority", i % 4 == 0 ? "foreground" : "background"}}}};
       for (int64_t k = 0; !stop.load(); ++k) {
         body["seed"] = i * 100000 + k;
