@@ -157,12 +157,15 @@ std::string needle_section(const std::vector<std::pair<std::string, json>>& rung
   std::sort(contexts.begin(), contexts.end());
   std::string md = "\n| rung |";
   for (int64_t c : contexts) md += fmt::format(" needle @{} |", c);
-  md += fmt::format(" longest ≥ {} |\n|---|", kNeedleBar);
+  // The longest context up to which every measured one holds the bar: a rung that dips
+  // below it at 1,536 and recovers at 2,048 retrieves reliably only to the dip.
+  md += fmt::format(" ≥ {} up to |\n|---|", kNeedleBar);
   for (size_t i = 0; i <= contexts.size(); ++i) md += "---|";
   md += "\n";
   for (const auto& [name, e] : rungs) {
     md += "| " + name + " |";
     int64_t longest = 0;
+    bool held = true;
     const json& acc = e.at("needle_accuracy");
     for (int64_t c : contexts) {
       const std::string key = std::to_string(c);
@@ -172,7 +175,8 @@ std::string needle_section(const std::vector<std::pair<std::string, json>>& rung
       }
       const double a = num(acc.at(key), "accuracy");
       md += fmt::format(" {:.2f} |", a);
-      if (a >= kNeedleBar) longest = c;
+      held = held && a >= kNeedleBar;
+      if (held) longest = c;
     }
     md += longest > 0 ? fmt::format(" {} |\n", longest) : " — |\n";
   }

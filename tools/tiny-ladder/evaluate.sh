@@ -10,7 +10,7 @@
 #     calibration text (work/calibration.txt, FLOOR_WINDOWS windows of 1,024 tokens, default 150,
 #     as l → l-int8's map; the cross-size maps' floors use their own 300), never on the test windows;
 #   - native needle accuracy (the rung reads the whole prompt) on data/needles.jsonl at every
-#     context it holds, and the longest context still at >= 0.8.
+#     context it holds, and the longest context up to which every one is at >= 0.8.
 set -euo pipefail
 # Committed figures and transcripts must reproduce on every machine: the f32 GEMM unless asked
 # (CPUs with bf16 dot products would otherwise prefill with bf16 activations; kernels/linear.h).
