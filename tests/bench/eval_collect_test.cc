@@ -146,10 +146,24 @@ TEST(EvalCollect, ThePageShowsWhatWasCollected) {
         "| a | 4.7000 | 4.5000 | 4.4000 | 4.6000 | 4.8000 |",
         "over calibration text: `calibration.txt`, calibration: seq_len 1024, windows 150 (every "
         "rung).",
-        "| rung | needle @256 | needle @1024 | longest ≥ 0.8 |", "| a | 0.50 | 0.25 | — |",
+        "| rung | needle @256 | needle @1024 | ≥ 0.8 up to |", "| a | 0.50 | 0.25 | — |",
         "No training record: `a`."}) {
     EXPECT_NE(md.find(want), std::string::npos) << want << "\nnot in\n" << md;
   }
+}
+
+TEST(EvalCollect, NeedlesHoldTheBarOnlyUpToTheFirstDip) {
+  Fixture f;
+  json e = eval_collect(f.runs, f.dir / "ladder.json", {}, json());
+  json& acc = e["a"]["needle_accuracy"];
+  acc["256"]["accuracy"] = 0.9;
+  acc["1024"]["accuracy"] = 0.8;
+  test::write_file(f.dir / "eval.json", e.dump(1));
+  EXPECT_NE(eval_report(f.dir / "eval.json").find("| a | 0.90 | 0.80 | 1024 |"), std::string::npos);
+  // Below the bar at 256 and above it at 1,024: it does not hold up to 1,024.
+  acc["256"]["accuracy"] = 0.5;
+  test::write_file(f.dir / "eval.json", e.dump(1));
+  EXPECT_NE(eval_report(f.dir / "eval.json").find("| a | 0.50 | 0.80 | — |"), std::string::npos);
 }
 
 }  // namespace
