@@ -27,8 +27,11 @@ curl -sN -o "$tmp/stream" --max-time 60 -H "Authorization: Bearer $key" -H 'Cont
           "messages": [{"role": "user", "content": "The driver will be able to use the driver to do it"}]}' \
      "$base/v1/chat/completions" &
 curl_pid=$!
+# Both streams under way before the signal: a few answer chunks, and a scheduler round on the
+# events stream (at most ~10 a second, so a fast answer can be 5 chunks in before the first).
 for _ in $(seq 1 600); do
-  n=$(grep -c '^data: {' "$tmp/stream" 2>/dev/null); [ "${n:-0}" -ge 5 ] && break
+  n=$(grep -c '^data: {' "$tmp/stream" 2>/dev/null)
+  [ "${n:-0}" -ge 5 ] && grep -q '^data: {"' "$tmp/events" 2>/dev/null && break
   kill -0 "$curl_pid" 2>/dev/null || break
   sleep 0.05
 done
