@@ -328,7 +328,8 @@ TEST_F(TinyLadderQuant, LogitsStayCloseToTheOriginal) {
     // this depends on the kernel and the weights: at 4 bits 0.007 (AVX2, MLX rows), 0.022
     // (AVX-512 VNNI), 0.024 (rows by 8) measured; 8-bit 0.008 (AVX2), 0.015 (VNNI); int8 0.004
     // (the s of 21M tokens). The s of 23M tokens: 8-bit 0.021, 4-bit 0.012, int8 0.005 (AVX2).
-    const double decode_tol = std::string(sub).starts_with("q4") ? 0.05 : 0.035;
+    const std::string kind(sub);
+    const double decode_tol = kind.starts_with("q4") ? 0.05 : kind == "q8" ? 0.035 : 0.02;
     std::printf("%s: decode vs prefill %.4f of the spread (tolerance %.3f)\n", sub,
                 dw / (*hi - *lo), decode_tol);
     EXPECT_LE(dw / (*hi - *lo), decode_tol) << sub << " decode vs prefill";

@@ -39,6 +39,7 @@ for size in sizes:
           f"{len(new[size])} sitting(s) since the ladder")
 json.dump({"about": "Sittings after recipe.json's, per rung, for the rungs in this folder "
                     "(tools/tiny-ladder/handover.sh), for reading: promote.sh derives the same "
-                    "entries from each rung's state.json (sittings.py) when it appends them.", "sizes": new},
+                    "entries from each rung's state.json (sittings.py) when it appends them.",
+           "sizes": new},
           open(path, "w"), indent=1)
 PY

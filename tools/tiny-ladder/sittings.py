@@ -75,14 +75,12 @@ def main():
     recipe = json.load(open(args.recipe))
     done = int(recipe["sizes"][args.size][-1]["until"])
     state = json.load(open(args.state))
-    if int(state["tokens"]) == done:  # the committed rung itself: nothing new to record
-        print(f"sittings: {args.size}: at the recipe's last until ({done} tokens), nothing to append",
-              file=sys.stderr)
-        return
-    try:
-        entries = since_recipe(state, done)
-    except ValueError as e:
-        sys.exit(f"sittings: {args.state}: {e}")
+    entries = []  # the committed rung itself (not trained past the recipe): nothing new
+    if int(state["tokens"]) != done:
+        try:
+            entries = since_recipe(state, done)
+        except ValueError as e:
+            sys.exit(f"sittings: {args.state}: {e}")
     if not args.append:
         json.dump(entries, sys.stdout, indent=1)
         print()
