@@ -48,7 +48,9 @@ class LiveServer {
   int port() const { return port_; }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(30, 0);
+    // A guard against a hung server, not a speed check: CI's ASan run once saw two server tests
+    // stall ~30 s together (the machine, not the server), and one timed out at 30 s.
+    c.set_read_timeout(120, 0);
     return c;
   }
   Server& server() { return *server_; }
