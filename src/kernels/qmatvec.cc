@@ -817,44 +817,38 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 
 // This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
 // about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
-// two far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
-// 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s.
+// S far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
+// 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The AVX2 4-bit
+// kernel reads 3 streams: on a Zen 3 (2 cores) against 2, 0.5B decode +0-5% in 7 alternating
+// pairs (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured slower than 2
+// (molt_quant_bench, cold and in cache).
 // K: kAffine4R8, kAffine8R8 or kAffine4R8W.
 template <Kind K>
 void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
+  constexpr int S = K == kAffine4R8 ? 3 : 2;
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
-  int64_t range = std::max<int64_t>(2, (blocks + 4 * nt - 1) / (4 * nt));
-  range += range & 1;  // no odd block read as a stream of its own
+  int64_t range = std::max<int64_t>(S, (blocks + 4 * nt - 1) / (4 * nt));
+  range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
   const int64_t ranges = (blocks + range - 1) / range;
+  auto run = [&]<int NB>(std::integral_constant<int, NB>, int64_t b, int64_t step) {
+    for (int64_t v = 0; v < nv; ++v) {
+      float* yv = y + v * w.rows + b * 8;
+      if constexpr (K == kAffine4R8) {
+        Blocks8<NB>(w, xb[v], b, step, yv);
+      } else if constexpr (K == kAffine4R8W) {
+#if HWY_TARGET <= HWY_AVX3
+        Blocks8W<NB>(w, xb[v], b, step, yv);
+#endif
+      } else {
+        Blocks8Q8<NB>(w, xb[v], b, step, yv);
+      }
+    }
+  };
 #pragma omp for schedule(dynamic, 1) nowait
   for (int64_t i = 0; i < ranges; ++i) {
-    const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / 2;
-    for (int64_t b = b0; b < b0 + q; ++b) {
-      for (int64_t v = 0; v < nv; ++v) {
-        if constexpr (K == kAffine4R8) {
-          Blocks8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
-        } else if constexpr (K == kAffine4R8W) {
-#if HWY_TARGET <= HWY_AVX3
-          Blocks8W<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
-#endif
-        } else {
-          Blocks8Q8<2>(w, xb[v], b, q, y + v * w.rows + b * 8);
-        }
-      }
-    }
-    for (int64_t b = b0 + 2 * q; b < b1; ++b) {
-      for (int64_t v = 0; v < nv; ++v) {
-        if constexpr (K == kAffine4R8) {
-          Blocks8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
-        } else if constexpr (K == kAffine4R8W) {
-#if HWY_TARGET <= HWY_AVX3
-          Blocks8W<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
-#endif
-        } else {
-          Blocks8Q8<1>(w, xb[v], b, 0, y + v * w.rows + b * 8);
-        }
-      }
-    }
+    const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / S;
+    for (int64_t b = b0; b < b0 + q; ++b) run(std::integral_constant<int, S>(), b, q);
+    for (int64_t b = b0 + S * q; b < b1; ++b) run(std::integral_constant<int, 1>(), b, 0);
   }
 }
 
