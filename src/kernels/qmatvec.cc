@@ -654,7 +654,7 @@ HWY_INLINE void Blocks8Finish(const WeightMatrix& w, const XQ& xb, const int64_t
 // products add up in int16 (|15 · 127 · 2| · 2 · 4 = 30480 fits) before one vpmaddwd widens
 // them; each chunk of 64 inputs is converted once and scaled by its 8 rows' scales (one 16-byte
 // load) times x's scale, and each group adds its 8 biases times Σx. NB blocks far apart are read
-// at once (two streams per thread kept the memory busiest in measurements at cols 896).
+// at once (RunBlocks8 says how many).
 template <int NB>
 HWY_INLINE void Blocks8(const WeightMatrix& w, const XQ& xb, int64_t b0, int64_t step, float* y) {
   const int64_t nc = w.cols / 64;
@@ -777,7 +777,10 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   const __m512i ie = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   const __m512i io = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
-  constexpr int64_t kPf = 1024;  // as Blocks8
+  // Prefetch distance along each block's weights: twice Blocks8's. On a Zen 5 (2 cores, ~70 GB/s
+  // triad) with 3 streams, 0.5B decode went from ~140 to ~150 tok/s against 1024 (4 alternating
+  // rounds; 3072 about as fast, 1536 and 4096 slower).
+  constexpr int64_t kPf = 2048;
   const int8_t* xq = xb.q.data();
   // The NB blocks' int32 sums over the 4 words (32 inputs) from word j on, 8 rows each.
   auto half = [&](int64_t j, __m256i * out) __attribute__((target("avx512vnni"))) {
@@ -818,14 +821,16 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
 // about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
 // S far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
-// 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The AVX2 4-bit
-// kernel reads 3 streams: on a Zen 3 (2 cores) against 2, 0.5B decode +0-5% in 7 alternating
-// pairs (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured slower than 2
-// (molt_quant_bench, cold and in cache).
+// 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The 4-bit
+// kernels read 3 streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7
+// alternating pairs (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured
+// slower than 2 (molt_quant_bench, cold and in cache). VNNI, on a Zen 5 (2 cores) with its
+// prefetch at 2048 against 2 streams at 1024: 0.5B decode +3-24% in 5 alternating pairs (median
+// +12%), 1.5B +7-17% in 4; 4 streams no faster than 3. 8-bit keeps 2.
 // K: kAffine4R8, kAffine8R8 or kAffine4R8W.
 template <Kind K>
 void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
-  constexpr int S = K == kAffine4R8 ? 3 : 2;
+  constexpr int S = K == kAffine8R8 ? 2 : 3;
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
   int64_t range = std::max<int64_t>(S, (blocks + 4 * nt - 1) / (4 * nt));
   range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
