@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/matvec.h"
+#include "molt/common/aligned_vector.h"
 #include "molt/common/dtype.h"
 #include "molt/kernels/attention.h"
 #include "molt/kernels/bandwidth.h"
@@ -49,7 +50,7 @@ void fill(DType dtype, size_t n, void* out, uint32_t seed) {
 }
 
 struct Matrices {
-  std::vector<std::vector<uint8_t>> copies;
+  std::vector<AlignedVector<uint8_t>> copies;  // at cache lines, as a mapped checkpoint's tensors
   std::vector<WeightMatrix> views;
 };
 

@@ -27,7 +27,8 @@ bool quantisable(const std::string& name) {
   return name == "model.embed_tokens.weight" || name == "lm_head.weight";
 }
 
-std::span<const std::byte> bytes_of(const std::vector<uint8_t>& v) {
+template <class V>
+std::span<const std::byte> bytes_of(const V& v) {
   return {reinterpret_cast<const std::byte*>(v.data()), v.size()};
 }
 

@@ -61,7 +61,7 @@ std::vector<float> draw(size_t n, uint32_t seed, float scale) {
   return v;
 }
 
-std::string hex(const std::vector<uint8_t>& b) {
+std::string hex(const AlignedVector<uint8_t>& b) {
   static const char* d = "0123456789abcdef";
   std::string s;
   s.reserve(2 * b.size());
@@ -72,8 +72,8 @@ std::string hex(const std::vector<uint8_t>& b) {
   return s;
 }
 
-std::vector<uint8_t> unhex(const std::string& s) {
-  std::vector<uint8_t> b(s.size() / 2);
+AlignedVector<uint8_t> unhex(const std::string& s) {
+  AlignedVector<uint8_t> b(s.size() / 2);
   for (size_t i = 0; i < b.size(); ++i) {
     b[i] = static_cast<uint8_t>(std::stoi(s.substr(2 * i, 2), nullptr, 16));
   }

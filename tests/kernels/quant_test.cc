@@ -273,6 +273,27 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
   }
 }
 
+// Quantised weights made in memory (at load, or the rows-by-8 copy) sit at cache lines, as a
+// mapped file's tensors do: a plain vector's large buffer starts 16 bytes into a page, and each
+// 64-byte load of the AVX-512 kernels would then span two lines.
+TEST(QuantizedMatrixStorage, StartsAtACacheLine) {
+  const int64_t rows = 256, cols = 512;  // large enough for malloc's page-backed path
+  const std::vector<float> w = random_floats(static_cast<size_t>(rows * cols), 7);
+  const WeightMatrix dense{DType::F32, rows, cols, w.data()};
+  const auto at_line = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; };
+  for (const QuantizedMatrix& q :
+       {quantize_affine(dense, 4, 64, DType::BF16), quantize_int8(dense, 0)}) {
+    EXPECT_TRUE(at_line(q.data.data()));
+    EXPECT_TRUE(at_line(q.scales.data()));
+    if (!q.biases.empty()) {
+      EXPECT_TRUE(at_line(q.biases.data()));
+    }
+  }
+  const QuantizedMatrix q = quantize_affine(dense, 4, 64, DType::BF16);
+  const QuantizedMatrix r8 = interleave_rows8(q.view());
+  EXPECT_TRUE(at_line(r8.data.data()));
+}
+
 // The portable kernel (every target below AVX2: NEON, SVE, SSE4, ...) rounds x as the AVX2 kernels
 // do and forms the same integer sums, so on every layout its results equal theirs up to f32
 // rounding (1e-5 of Σ|w·x|, far inside the x-rounding bound an exact-f32 result would differ by);

@@ -33,7 +33,7 @@ fs::path tiny_s() {
   return fs::path(MOLT_SOURCE_DIR) / "models" / "tiny-ladder" / "s";
 }
 
-bool same_bytes(const TensorView& t, const std::vector<uint8_t>& v) {
+bool same_bytes(const TensorView& t, const AlignedVector<uint8_t>& v) {
   return t.nbytes == v.size() && std::memcmp(t.data, v.data(), v.size()) == 0;
 }
 

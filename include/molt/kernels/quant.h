@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "molt/common/aligned_vector.h"
 #include "molt/kernels/linear.h"
 
 namespace molt {
@@ -29,7 +30,7 @@ struct QuantizedMatrix {
   int bits = 0;
   int64_t group_size = 0;
   DType scale_dtype = DType::F32;
-  std::vector<uint8_t> data, scales, biases;
+  AlignedVector<uint8_t> data, scales, biases;  // at cache lines, as a mapped file's tensors
   bool rows8 = false;
   WeightMatrix view() const;
 };
