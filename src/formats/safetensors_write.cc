@@ -10,8 +10,6 @@
 namespace molt {
 namespace {
 
-constexpr size_t kAlign = 8;
-
 // The data block starts at a multiple of a cache line in the file, and so in memory (files are
 // mapped at 2 MiB-aligned addresses): with it at 8 or 16 mod 64, every 64-byte load of the
 // AVX-512 decode kernels split over two cache lines. Tensors lie back to back, so one whose
@@ -62,10 +60,8 @@ void write_one_file(const std::filesystem::path& path,
                     const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<size_t> offsets;
   size_t pos = 0;
   for (const auto* t : order) {
-    offsets.push_back(pos);
     header[t->name] = {{"dtype", std::string(dtype_name(t->dtype))},
                        {"shape", t->shape},
                        {"data_offsets", {pos, pos + t->bytes.size()}}};
@@ -79,13 +75,7 @@ void write_one_file(const std::filesystem::path& path,
   const uint64_t n = text.size();
   f.write(&n, 8);
   f.write(text);
-  static const char zeros[kAlign] = {};
-  size_t at = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    f.write(zeros, offsets[i] - at);
-    f.write(order[i]->bytes.data(), order[i]->bytes.size());
-    at = offsets[i] + order[i]->bytes.size();
-  }
+  for (const auto* t : order) f.write(t->bytes.data(), t->bytes.size());  // back to back
   f.commit();
 }
 
