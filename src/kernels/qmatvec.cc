@@ -858,23 +858,41 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // vector, so the step's weights come from memory once and from L1 for the other vectors, and
 // every result equals the one-vector one bit for bit (the integer dot products are not shared).
 
+// The ranges a rows-by-8 matrix is dealt out in to nt threads: about 1/4 of a thread's share
+// each (whole streams of S blocks), so at most 4 nt of them.
+template <int S>
+HWY_INLINE void Ranges8(int64_t blocks, int64_t nt, int64_t& range, int64_t& ranges) {
+  range = std::max<int64_t>(S, (blocks + 4 * nt - 1) / (4 * nt));
+  range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
+  ranges = (blocks + range - 1) / range;
+}
+
+// Range flags RunBlocks8 claims, per matrix of one call: 4 per thread, cleared by the caller.
+HWY_INLINE int64_t ClaimsPerMatrix() {
+  return 4 * static_cast<int64_t>(omp_get_max_threads());
+}
+
 // This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
-// about 1/4 of a thread's share, first come first served (as ForThreadRowsQ), each range read as
-// S far-apart streams of blocks. Against ranges of 1/8 (and an odd block read alone), decode at
-// 0.5B went from ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The 4-bit
-// kernels read 3 streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7
-// alternating pairs (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured
-// slower than 2 (molt_quant_bench, cold and in cache). VNNI, on a Zen 5 (2 cores) with its
-// prefetch at 2048 against 2 streams at 1024: 0.5B decode +3-24% in 5 alternating pairs (median
-// +12%), 1.5B +7-17% in 4; 4 streams no faster than 3. 8-bit keeps 2.
+// about 1/4 of a thread's share, each read as S far-apart streams of blocks. Thread t starts at
+// range t · ranges / nt and walks on (wrapping), taking each range no thread has claimed yet
+// (`claims`, one flag per range): the threads begin far apart in the matrix, as a static split
+// puts them, and one that finishes early still takes over what the other has not reached. With
+// ranges first come first served (all threads side by side), 4864 x 896 read ~8% slower (Zen 5,
+// 2 cores, cold); the static split itself left one core spinning at every join whenever the
+// other ran late. Against ranges of 1/8 (and an odd block read alone), decode at 0.5B went from
+// ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The 4-bit kernels read 3
+// streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7 alternating pairs
+// (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured slower than 2
+// (molt_quant_bench, cold and in cache). VNNI, on a Zen 5 (2 cores) with its prefetch at 2048
+// against 2 streams at 1024: 0.5B decode +3-24% in 5 alternating pairs (median +12%), 1.5B +7-17%
+// in 4; 4 streams no faster than 3. 8-bit keeps 2.
 // K: kAffine4R8, kAffine8R8 or kAffine4R8W.
 template <Kind K>
-void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
+void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y, uint8_t* claims) {
   constexpr int S = K == kAffine8R8 ? 2 : 3;
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
-  int64_t range = std::max<int64_t>(S, (blocks + 4 * nt - 1) / (4 * nt));
-  range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
-  const int64_t ranges = (blocks + range - 1) / range;
+  int64_t range, ranges;
+  Ranges8<S>(blocks, nt, range, ranges);
   auto run = [&]<int NB>(std::integral_constant<int, NB>, int64_t b, int64_t step) {
     for (int64_t v = 0; v < nv; ++v) {
       float* yv = y + v * w.rows + b * 8;
@@ -889,8 +907,14 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y) {
       }
     }
   };
-#pragma omp for schedule(dynamic, 1) nowait
-  for (int64_t i = 0; i < ranges; ++i) {
+  const int64_t first = omp_get_thread_num() * ranges / nt;
+  for (int64_t j = 0; j < ranges; ++j) {
+    const int64_t i = first + j < ranges ? first + j : first + j - ranges;
+    std::atomic_ref<uint8_t> claim(claims[i]);
+    if (claim.load(std::memory_order_relaxed) != 0 ||
+        claim.exchange(1, std::memory_order_relaxed) != 0) {
+      continue;
+    }
     const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / S;
     for (int64_t b = b0; b < b0 + q; ++b) run(std::integral_constant<int, S>(), b, q);
     for (int64_t b = b0 + S * q; b < b1; ++b) run(std::integral_constant<int, 1>(), b, 0);
@@ -993,6 +1017,10 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
   if (xq.size() < static_cast<size_t>(nv)) xq.resize(static_cast<size_t>(nv));
   for (int64_t v = 0; v < nv; ++v) PrepareX(ws[0], kind, x + v * ws[0].cols, xq[v]);
   const XQ* xb = xq.data();  // the caller's buffers: inside the region `xq` names each thread's own
+  thread_local std::vector<uint8_t> claim_flags;
+  const int64_t cpm = ClaimsPerMatrix();
+  claim_flags.assign(static_cast<size_t>(n * cpm), 0);
+  uint8_t* claims = claim_flags.data();
 #pragma omp parallel
   for (int64_t i = 0; i < n; ++i) {
     switch (kind) {
@@ -1012,10 +1040,10 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
         RunQ<kAffine4G32>(ws[i], xb, nv, ys[i]);
         break;
       case kAffine4R8:
-        RunBlocks8<kAffine4R8>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine4R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
         break;
       case kAffine8R8:
-        RunBlocks8<kAffine8R8>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine8R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
         break;
       case kAffine4W:
 #if HWY_TARGET <= HWY_AVX3
@@ -1028,7 +1056,7 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
 #endif
         break;
       case kAffine4R8W:
-        RunBlocks8<kAffine4R8W>(ws[i], xb, nv, ys[i]);
+        RunBlocks8<kAffine4R8W>(ws[i], xb, nv, ys[i], claims + i * cpm);
         break;
     }
   }

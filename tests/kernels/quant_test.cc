@@ -17,6 +17,7 @@
 #include "kernels_test_util.h"
 #include "molt/common/error.h"
 #include "molt/kernels/linear.h"
+#include "molt/kernels/threads.h"
 
 namespace molt {
 namespace {
@@ -271,6 +272,38 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
       EXPECT_EQ(m1, y) << what;
     }
   }
+}
+
+// Rows by 8 are dealt out in ranges that each thread claims, starting at its own place in the
+// matrix: every row comes out once, and the same, for any number of threads (3 and 5 wrap
+// around and leave ranges of unequal length), in one matvec and in one pass over several.
+TEST_P(QuantMatvec, RowsByEightGiveEveryRowForAnyThreadCount) {
+  const int64_t rows = 8 * 137, cols = 256;
+  const int before = num_threads();
+  for (const int bits : {4, 8}) {
+    const auto w = random_floats(static_cast<size_t>(rows * cols), 21);
+    const QuantizedMatrix r =
+        interleave_rows8(make({"affine", bits, 64, DType::BF16}, w, rows, cols).view());
+    const WeightMatrix rv = r.view();
+    const auto x = random_floats(static_cast<size_t>(cols), 22);
+    std::vector<float> y1;
+    for (const int threads : {1, 2, 3, 5}) {
+      set_num_threads(threads);
+      const float nan = std::nanf("");
+      std::vector<float> y(static_cast<size_t>(rows), nan), a(y), b(y);
+      matvec(rv, x.data(), y.data());
+      const WeightMatrix* ws[] = {&rv, &rv};
+      float* ys[] = {a.data(), b.data()};
+      matvec_multi(ws, x.data(), ys);
+      const std::string what =
+          std::to_string(bits) + " bits, " + std::to_string(threads) + " threads";
+      if (y1.empty()) y1 = y;
+      EXPECT_EQ(y, y1) << what;  // NaN (a row left out) never compares equal
+      EXPECT_EQ(a, y1) << what;
+      EXPECT_EQ(b, y1) << what;
+    }
+  }
+  set_num_threads(before);
 }
 
 // Quantised weights made in memory (at load, or the rows-by-8 copy) sit at cache lines, as a
