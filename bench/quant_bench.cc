@@ -144,9 +144,9 @@ BENCHMARK(BM_QMatvecHot)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// Per-call cost: 4-bit matvec time (MLX layout and rows by 8) against rows at cols 896, so the intercept of time over
-// bytes (thread wake-up, x rounding, stream start-up, the last block's wait) shows. Decode
-// makes ~100 such calls per token at the 0.5B geometry.
+// Per-call cost: 4-bit matvec time (MLX layout and rows by 8) against rows at cols 896, so the
+// intercept of time over bytes (thread wake-up, x rounding, stream start-up, the last block's wait)
+// shows. Decode makes ~100 such calls per token at the 0.5B geometry.
 void RowsSweep(benchmark::internal::Benchmark* b) {
   for (int kind : {0, 3}) {
     for (int64_t rows : {128, 512, 1216, 2432, 4864, 9728, 19456}) b->Args({kind, rows, 896, 2});
