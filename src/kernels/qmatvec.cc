@@ -877,9 +877,10 @@ HWY_INLINE int64_t ClaimsPerMatrix() {
 // range t · ranges / nt and walks on (wrapping), taking each range no thread has claimed yet
 // (`claims`, one flag per range): the threads begin far apart in the matrix, as a static split
 // puts them, and one that finishes early still takes over what the other has not reached. With
-// ranges first come first served (all threads side by side), 4864 x 896 read ~8% slower (Zen 5,
-// 2 cores, cold); the static split itself left one core spinning at every join whenever the
-// other ran late. Against ranges of 1/8 (and an odd block read alone), decode at 0.5B went from
+// ranges first come first served (all threads side by side), Zen 5, 2 cores, VNNI: 0.5B decode
+// -5% (median of 5 alternating pairs), 1.5B -3% (4); the AVX2 kernel there and 8-bit about the
+// same; the static split itself left one core spinning at every join whenever the other ran
+// late. Against ranges of 1/8 (and an odd block read alone), decode at 0.5B went from
 // ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The 4-bit kernels read 3
 // streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7 alternating pairs
 // (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured slower than 2
