@@ -866,18 +866,22 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // vector, so the step's weights come from memory once and from L1 for the other vectors, and
 // every result equals the one-vector one bit for bit (the integer dot products are not shared).
 
-// The ranges a rows-by-8 matrix is dealt out in to nt threads: about 1/4 of a thread's share
-// each (whole streams of S blocks), so at most 4 nt of them.
+// The ranges a rows-by-8 matrix is dealt out in to nt threads: about 1/kRanges8PerThread of a
+// thread's share each (whole streams of S blocks), so at most kRanges8PerThread · nt of them (the
+// claim flags RunBlocks8 is given are sized by the same constant).
+constexpr int64_t kRanges8PerThread = 4;
 template <int S>
 HWY_INLINE void Ranges8(int64_t blocks, int64_t nt, int64_t& range, int64_t& ranges) {
-  range = std::max<int64_t>(S, (blocks + 4 * nt - 1) / (4 * nt));
+  const int64_t per = kRanges8PerThread * nt;
+  range = std::max<int64_t>(S, (blocks + per - 1) / per);
   range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
   ranges = (blocks + range - 1) / range;
 }
 
-// Range flags RunBlocks8 claims, per matrix of one call: 4 per thread, cleared by the caller.
+// Range flags RunBlocks8 claims, per matrix of one call: one per range Ranges8 can make for the
+// largest team, cleared by the caller.
 HWY_INLINE int64_t ClaimsPerMatrix() {
-  return 4 * static_cast<int64_t>(omp_get_max_threads());
+  return kRanges8PerThread * static_cast<int64_t>(omp_get_max_threads());
 }
 
 // This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
