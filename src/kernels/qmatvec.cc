@@ -866,35 +866,47 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // vector, so the step's weights come from memory once and from L1 for the other vectors, and
 // every result equals the one-vector one bit for bit (the integer dot products are not shared).
 
-// The ranges a rows-by-8 matrix is dealt out in to nt threads: about 1/kRanges8PerThread of a
-// thread's share each (whole streams of S blocks), so at most kRanges8PerThread · nt of them (the
-// claim flags RunBlocks8 is given are sized by the same constant).
-constexpr int64_t kRanges8PerThread = 4;
+// The ranges a rows-by-8 matrix is dealt out in: each thread's share (blocks · t / nt up to
+// blocks · (t + 1) / nt) is cut into ranges that halve, the first about half the share, the next
+// half of what is left, and so on (whole streams of S blocks), until what is left is at most
+// 2 · S blocks, which makes the last range; at most kRanges8PerThread of them (the claim flags
+// RunBlocks8 is given are sized by the same constant). Long first ranges keep the streams long;
+// short last ones leave little for the other thread to wait on at the join.
+constexpr int64_t kRanges8PerThread = 16;
 template <int S>
-HWY_INLINE void Ranges8(int64_t blocks, int64_t nt, int64_t& range, int64_t& ranges) {
-  const int64_t per = kRanges8PerThread * nt;
-  range = std::max<int64_t>(S, (blocks + per - 1) / per);
-  range = (range + S - 1) / S * S;  // whole streams: no block left to read on its own
-  ranges = (blocks + range - 1) / range;
+HWY_INLINE void Range8(int64_t share, int64_t j, int64_t& begin, int64_t& end) {
+  int64_t b = 0;
+  for (int64_t i = 0;; ++i) {
+    const int64_t left = share - b;
+    int64_t r = (left / 2 + S - 1) / S * S;
+    if (left <= 2 * S || i == kRanges8PerThread - 1) r = left;
+    if (i == j || r == left) {
+      begin = i == j ? b : share;
+      end = i == j ? b + r : share;
+      return;
+    }
+    b += r;
+  }
 }
 
-// Range flags RunBlocks8 claims, per matrix of one call: one per range Ranges8 can make for the
-// largest team, cleared by the caller.
+// Range flags RunBlocks8 claims, per matrix of one call: one per range Range8 can make for each
+// thread of the largest team, cleared by the caller.
 HWY_INLINE int64_t ClaimsPerMatrix() {
   return kRanges8PerThread * static_cast<int64_t>(omp_get_max_threads());
 }
 
-// This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in ranges of
-// about 1/4 of a thread's share, each read as S far-apart streams of blocks. Thread t starts at
-// range t · ranges / nt and walks on (wrapping), taking each range no thread has claimed yet
+// This thread's share of y = W x for rows interleaved by 8: blocks of 8 rows dealt out in the
+// ranges Range8 makes, each read as S far-apart streams of blocks. Thread t walks its own ranges
+// and then on through the other threads' (wrapping), taking each range no thread has claimed yet
 // (`claims`, one flag per range): the threads begin far apart in the matrix, as a static split
-// puts them, and one that finishes early still takes over what the other has not reached. With
-// ranges first come first served (all threads side by side), Zen 5, 2 cores, VNNI: 0.5B decode
-// -5% (median of 5 alternating pairs), 1.5B -3% (4); the AVX2 kernel there and 8-bit about the
-// same; the static split itself left one core spinning at every join whenever the other ran
-// late. Against ranges of 1/8 (and an odd block read alone), decode at 0.5B went from
-// ~105 to ~113 tok/s, down_proj (896 x 4864) from ~29 to ~32 GB/s. The 4-bit kernels read 3
-// streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7 alternating pairs
+// puts them, one that finishes early takes over what another has not reached, and as the ranges
+// get shorter towards the end of each share, they finish close together. Zen 5, 2 cores, against
+// 4 equal ranges per thread (where the thread done first waited ~12% of a 0.5B token at the
+// joins): VNNI 0.5B decode +4.5-7% in 3 ABBA rounds, 1.5B +1.3-1.8% in 3; AVX2 0.5B +2-4% in 2;
+// 8-bit 0.5B +8-12% in 2. With ranges first come first served (all threads side by side), 0.5B
+// decode -5% (median of 5 alternating pairs), 1.5B -3% (4); the static split
+// itself left one core spinning at every join whenever the other ran late. The 4-bit kernels read
+// 3 streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7 alternating pairs
 // (median +4%), 1.5B x bound +3-18% in 4, in cache +6%; 4 streams measured slower than 2
 // (molt_quant_bench, cold and in cache). VNNI, on a Zen 5 (2 cores) with its prefetch at 2048
 // against 2 streams at 1024: 0.5B decode +3-24% in 5 alternating pairs (median +12%), 1.5B +7-17%
@@ -904,8 +916,6 @@ template <Kind K>
 void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y, uint8_t* claims) {
   constexpr int S = K == kAffine8R8 ? 2 : 3;
   const int64_t blocks = w.rows / 8, nt = omp_get_num_threads();
-  int64_t range, ranges;
-  Ranges8<S>(blocks, nt, range, ranges);
   auto run = [&]<int NB>(std::integral_constant<int, NB>, int64_t b, int64_t step) {
     for (int64_t v = 0; v < nv; ++v) {
       float* yv = y + v * w.rows + b * 8;
@@ -920,15 +930,19 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y, uint8
       }
     }
   };
-  const int64_t first = omp_get_thread_num() * ranges / nt;
-  for (int64_t j = 0; j < ranges; ++j) {
-    const int64_t i = first + j < ranges ? first + j : first + j - ranges;
+  const int64_t total = kRanges8PerThread * nt, first = omp_get_thread_num() * kRanges8PerThread;
+  for (int64_t j = 0; j < total; ++j) {
+    const int64_t i = first + j < total ? first + j : first + j - total;
+    const int64_t u = i / kRanges8PerThread, s0 = u * blocks / nt;
+    int64_t rb, re;
+    Range8<S>((u + 1) * blocks / nt - s0, i % kRanges8PerThread, rb, re);
+    if (rb == re) continue;  // past the last range of thread u's share
     std::atomic_ref<uint8_t> claim(claims[i]);
     if (claim.load(std::memory_order_relaxed) != 0 ||
         claim.exchange(1, std::memory_order_relaxed) != 0) {
       continue;
     }
-    const int64_t b0 = i * range, b1 = std::min(blocks, b0 + range), q = (b1 - b0) / S;
+    const int64_t b0 = s0 + rb, b1 = s0 + re, q = (b1 - b0) / S;
     for (int64_t b = b0; b < b0 + q; ++b) run(std::integral_constant<int, S>(), b, q);
     for (int64_t b = b0 + S * q; b < b1; ++b) run(std::integral_constant<int, 1>(), b, 0);
   }

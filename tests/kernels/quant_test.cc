@@ -274,13 +274,14 @@ TEST_P(QuantMatvec, InterleavedRowsMatchTheMlxLayout) {
   }
 }
 
-// Rows by 8 are dealt out in ranges that each thread claims, starting at its own place in the
-// matrix: every row comes out once, and the same, for any number of threads (3 and 5 wrap
-// around and leave ranges of unequal length), in one matvec and in one pass over several.
+// Rows by 8 are dealt out in ranges that each thread claims, starting in its own share of the
+// matrix: every row comes out once, and the same, for any number of threads (3 and 5 give shares
+// of unequal length; with 2 blocks some threads have none), in one matvec and in one pass over
+// several.
 TEST_P(QuantMatvec, RowsByEightGiveEveryRowForAnyThreadCount) {
-  const int64_t rows = 8 * 137, cols = 256;
+  const int64_t cols = 256;
   const int before = num_threads();
-  for (const int bits : {4, 8}) {
+  for (const auto& [bits, rows] : {std::pair{4, 8 * 137}, {8, 8 * 137}, {4, 16}, {8, 16}}) {
     const auto w = random_floats(static_cast<size_t>(rows * cols), 21);
     const QuantizedMatrix r =
         interleave_rows8(make({"affine", bits, 64, DType::BF16}, w, rows, cols).view());
@@ -295,8 +296,8 @@ TEST_P(QuantMatvec, RowsByEightGiveEveryRowForAnyThreadCount) {
       const WeightMatrix* ws[] = {&rv, &rv};
       float* ys[] = {a.data(), b.data()};
       matvec_multi(ws, x.data(), ys);
-      const std::string what =
-          std::to_string(bits) + " bits, " + std::to_string(threads) + " threads";
+      const std::string what = std::to_string(bits) + " bits, " + std::to_string(rows) + " rows, " +
+                               std::to_string(threads) + " threads";
       if (y1.empty()) y1 = y;
       EXPECT_EQ(y, y1) << what;  // NaN (a row left out) never compares equal
       EXPECT_EQ(a, y1) << what;
