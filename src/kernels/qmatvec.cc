@@ -867,26 +867,16 @@ __attribute__((target("avx512vnni"), noinline)) void Blocks8W(const WeightMatrix
 // every result equals the one-vector one bit for bit (the integer dot products are not shared).
 
 // The ranges a rows-by-8 matrix is dealt out in: each thread's share (blocks · t / nt up to
-// blocks · (t + 1) / nt) is cut into ranges that halve, the first about half the share, the next
-// half of what is left, and so on (whole streams of S blocks), until what is left is at most
-// 2 · S blocks, which makes the last range; at most kRanges8PerThread of them (the claim flags
-// RunBlocks8 is given are sized by the same constant). Long first ranges keep the streams long;
-// short last ones leave little for the other thread to wait on at the join.
+// blocks · (t + 1) / nt) is cut into ranges that halve. Range j of a share with `left` blocks not
+// yet dealt out is about half of them (whole streams of S blocks), or all of them once they are
+// at most 2 · S, or at the last of kRanges8PerThread ranges (the claim flags RunBlocks8 is given
+// are sized by the same constant). Long first ranges keep the streams long; short last ones leave
+// little for the other thread to wait on at the join.
 constexpr int64_t kRanges8PerThread = 16;
 template <int S>
-HWY_INLINE void Range8(int64_t share, int64_t j, int64_t& begin, int64_t& end) {
-  int64_t b = 0;
-  for (int64_t i = 0;; ++i) {
-    const int64_t left = share - b;
-    int64_t r = (left / 2 + S - 1) / S * S;
-    if (left <= 2 * S || i == kRanges8PerThread - 1) r = left;
-    if (i == j || r == left) {
-      begin = i == j ? b : share;
-      end = i == j ? b + r : share;
-      return;
-    }
-    b += r;
-  }
+HWY_INLINE int64_t Range8(int64_t left, int64_t j) {
+  if (left <= 2 * S || j == kRanges8PerThread - 1) return left;
+  return (left / 2 + S - 1) / S * S;
 }
 
 // Range flags RunBlocks8 claims, per matrix of one call: one per range Range8 can make for each
@@ -930,21 +920,20 @@ void RunBlocks8(const WeightMatrix& w, const XQ* xb, int64_t nv, float* y, uint8
       }
     }
   };
-  const int64_t total = kRanges8PerThread * nt, first = omp_get_thread_num() * kRanges8PerThread;
-  for (int64_t j = 0; j < total; ++j) {
-    const int64_t i = first + j < total ? first + j : first + j - total;
-    const int64_t u = i / kRanges8PerThread, s0 = u * blocks / nt;
-    int64_t rb, re;
-    Range8<S>((u + 1) * blocks / nt - s0, i % kRanges8PerThread, rb, re);
-    if (rb == re) continue;  // past the last range of thread u's share
-    std::atomic_ref<uint8_t> claim(claims[i]);
-    if (claim.load(std::memory_order_relaxed) != 0 ||
-        claim.exchange(1, std::memory_order_relaxed) != 0) {
-      continue;
+  const int64_t t = omp_get_thread_num();
+  for (int64_t du = 0; du < nt; ++du) {
+    const int64_t u = t + du < nt ? t + du : t + du - nt, end = (u + 1) * blocks / nt;
+    int64_t b0 = u * blocks / nt;
+    for (int64_t j = 0; b0 < end; ++j) {
+      const int64_t b1 = b0 + Range8<S>(end - b0, j), q = (b1 - b0) / S;
+      std::atomic_ref<uint8_t> claim(claims[u * kRanges8PerThread + j]);
+      if (claim.load(std::memory_order_relaxed) == 0 &&
+          claim.exchange(1, std::memory_order_relaxed) == 0) {
+        for (int64_t b = b0; b < b0 + q; ++b) run(std::integral_constant<int, S>(), b, q);
+        for (int64_t b = b0 + S * q; b < b1; ++b) run(std::integral_constant<int, 1>(), b, 0);
+      }
+      b0 = b1;
     }
-    const int64_t b0 = s0 + rb, b1 = s0 + re, q = (b1 - b0) / S;
-    for (int64_t b = b0; b < b0 + q; ++b) run(std::integral_constant<int, S>(), b, q);
-    for (int64_t b = b0 + S * q; b < b1; ++b) run(std::integral_constant<int, 1>(), b, 0);
   }
 }
 
