@@ -1,7 +1,11 @@
 // molt bench bandwidth: the memory-bandwidth bound printed beside decode speed.
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "test_util.h"
 
@@ -24,6 +28,32 @@ TEST(CliBenchBandwidth, RejectsZeroSize) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("bench bandwidth: --mib must be at least 1"), std::string::npos)
       << r.output;
+}
+
+// molt runs itself once more to set libgomp's wait policy before it loads. With OMP_PROC_BIND
+// set, libgomp has by then pinned the first thread to one CPU; the new image must still get every
+// CPU the process had, one thread on each (it once ran both threads on CPU 0: half speed).
+TEST(CliBenchBandwidth, BoundThreadsGetCpusOfTheirOwn) {
+  cpu_set_t mine;
+  if (test::under_emulation() || sched_getaffinity(0, sizeof mine, &mine) != 0 ||
+      CPU_COUNT(&mine) < 2) {
+    GTEST_SKIP() << "needs 2 CPUs and a native process";
+  }
+  setenv("OMP_PROC_BIND", "close", 1);
+  setenv("OMP_DISPLAY_AFFINITY", "true", 1);
+  setenv("OMP_AFFINITY_FORMAT", "molt-affinity %A.", 1);
+  auto r = test::run_molt("bench bandwidth --mib 1 --repeats 1 --threads 2 --json");
+  unsetenv("OMP_PROC_BIND");
+  unsetenv("OMP_DISPLAY_AFFINITY");
+  unsetenv("OMP_AFFINITY_FORMAT");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::set<std::string> cpus;
+  for (size_t at = r.output.find("molt-affinity "); at != std::string::npos;
+       at = r.output.find("molt-affinity ", at + 1)) {
+    const size_t from = at + 14;
+    cpus.insert(r.output.substr(from, r.output.find('.', from) - from));
+  }
+  EXPECT_EQ(cpus.size(), 2u) << r.output;
 }
 
 }  // namespace
