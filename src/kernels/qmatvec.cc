@@ -891,9 +891,10 @@ HWY_INLINE int64_t ClaimsPerMatrix() {
 // (`claims`, one flag per range): the threads begin far apart in the matrix, as a static split
 // puts them, one that finishes early takes over what another has not reached, and as the ranges
 // get shorter towards the end of each share, they finish close together. Zen 5, 2 cores, against
-// 4 equal ranges per thread (where the thread done first waited ~12% of a 0.5B token at the
-// joins): VNNI 0.5B decode +4.5-7% in 3 ABBA rounds, 1.5B +1.3-1.8% in 3; AVX2 0.5B +2-4% in 2;
-// 8-bit 0.5B +8-12% in 2. With ranges first come first served (all threads side by side), 0.5B
+// 4 equal ranges per thread (the master thread then spent ~12% of a 0.5B token waiting in
+// libgomp, ~9.5% after): VNNI 0.5B decode +4.5-7% in 3 ABBA rounds (4 more, in a slower hour:
+// -1.5 to +5.3%, median +1.9%), 1.5B +1.3-2.9% in 7; AVX2 0.5B +2-4% in 2; 8-bit 0.5B +8-12% in
+// 2. With ranges first come first served (all threads side by side), 0.5B
 // decode -5% (median of 5 alternating pairs), 1.5B -3% (4); the static split
 // itself left one core spinning at every join whenever the other ran late. The 4-bit kernels read
 // 3 streams. AVX2, on a Zen 3 (2 cores) against 2: 0.5B decode +0-5% in 7 alternating pairs

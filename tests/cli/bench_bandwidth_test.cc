@@ -4,8 +4,11 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_util.h"
 
@@ -39,13 +42,23 @@ TEST(CliBenchBandwidth, BoundThreadsGetCpusOfTheirOwn) {
       CPU_COUNT(&mine) < 2) {
     GTEST_SKIP() << "needs 2 CPUs and a native process";
   }
-  setenv("OMP_PROC_BIND", "close", 1);
-  setenv("OMP_DISPLAY_AFFINITY", "true", 1);
-  setenv("OMP_AFFINITY_FORMAT", "molt-affinity %A.", 1);
+  const std::pair<const char*, const char*> vars[] = {{"OMP_PROC_BIND", "close"},
+                                                      {"OMP_DISPLAY_AFFINITY", "true"},
+                                                      {"OMP_AFFINITY_FORMAT", "molt-affinity %A."}};
+  std::vector<std::optional<std::string>> saved;
+  for (const auto& [name, value] : vars) {
+    const char* old = std::getenv(name);
+    saved.push_back(old == nullptr ? std::nullopt : std::optional<std::string>(old));
+    setenv(name, value, 1);
+  }
   auto r = test::run_molt("bench bandwidth --mib 1 --repeats 1 --threads 2 --json");
-  unsetenv("OMP_PROC_BIND");
-  unsetenv("OMP_DISPLAY_AFFINITY");
-  unsetenv("OMP_AFFINITY_FORMAT");
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i]) {
+      setenv(vars[i].first, saved[i]->c_str(), 1);
+    } else {
+      unsetenv(vars[i].first);
+    }
+  }
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::set<std::string> cpus;
   for (size_t at = r.output.find("molt-affinity "); at != std::string::npos;
