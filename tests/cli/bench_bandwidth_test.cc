@@ -2,13 +2,9 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "test_util.h"
 
@@ -42,22 +38,11 @@ TEST(CliBenchBandwidth, BoundThreadsGetCpusOfTheirOwn) {
       CPU_COUNT(&mine) < 2) {
     GTEST_SKIP() << "needs 2 CPUs and a native process";
   }
-  const std::pair<const char*, const char*> vars[] = {{"OMP_PROC_BIND", "close"},
-                                                      {"OMP_DISPLAY_AFFINITY", "true"},
-                                                      {"OMP_AFFINITY_FORMAT", "molt-affinity %A."}};
-  std::vector<std::optional<std::string>> saved;
-  for (const auto& [name, value] : vars) {
-    const char* old = std::getenv(name);
-    saved.push_back(old == nullptr ? std::nullopt : std::optional<std::string>(old));
-    setenv(name, value, 1);
-  }
-  auto r = test::run_molt("bench bandwidth --mib 1 --repeats 1 --threads 2 --json");
-  for (size_t i = 0; i < saved.size(); ++i) {
-    if (saved[i]) {
-      setenv(vars[i].first, saved[i]->c_str(), 1);
-    } else {
-      unsetenv(vars[i].first);
-    }
+  test::CommandResult r;
+  {
+    const test::ScopedEnv bind("OMP_PROC_BIND", "close"), show("OMP_DISPLAY_AFFINITY", "true"),
+        format("OMP_AFFINITY_FORMAT", "molt-affinity %A.");
+    r = test::run_molt("bench bandwidth --mib 1 --repeats 1 --threads 2 --json");
   }
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::set<std::string> cpus;
