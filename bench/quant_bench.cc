@@ -9,12 +9,16 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/matvec.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/quant.h"
 #include "molt/kernels/threads.h"
+#include "molt/model/synth.h"
 
 namespace molt {
 namespace {
@@ -160,6 +164,123 @@ BENCHMARK(BM_QMatvecVsTriad)
     ->ArgNames({"kind", "rows", "cols", "thr"})
     ->Iterations(8)
     ->Unit(benchmark::kMicrosecond);
+
+// The matvecs of one decoded token and nothing else, in decode's order and grouping, at a real
+// geometry in MLX 4-bit g64 read rows by 8 (what decode reads after the layout cache): per
+// layer q/k/v in one call, o, gate/up in one call, down; then the LM head. No attention, norms,
+// RoPE or activation between them. Beside `molt bench decode` of the same geometry it splits a
+// token's time into the matrices' and everything else's; per stage it gives the rate each call
+// shape reaches. Every layer's matrices are copies at their own addresses (one quantisation per
+// shape), so a token reads all of its bytes from memory, as decode does. Each token is timed
+// beside a standalone triad pass; the best of each is kept. Args: geometry (0: Qwen2.5 0.5B,
+// 1: 1.5B), threads.
+void BM_DecodeMatvecs(benchmark::State& state) {
+  const ModelConfig c = qwen25_geometry(state.range(0) == 0 ? "qwen2.5-0.5b" : "qwen2.5-1.5b");
+  set_num_threads(static_cast<int>(state.range(1)));
+  const int64_t d = c.hidden_size, ff = c.intermediate_size, L = c.num_hidden_layers;
+  // Stage s of a layer: the shapes [rows, cols] of the matrices one call reads.
+  const std::vector<std::pair<int64_t, int64_t>> stages[] = {
+      {{c.q_dim(), d}, {c.kv_dim(), d}, {c.kv_dim(), d}},
+      {{d, c.q_dim()}},
+      {{ff, d}, {ff, d}},
+      {{d, ff}}};
+  const char* names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
+  constexpr int kStages = 5;
+  std::map<std::pair<int64_t, int64_t>, QuantizedMatrix> shapes;
+  auto proto = [&](int64_t rows, int64_t cols) -> const QuantizedMatrix& {
+    auto it = shapes.find({rows, cols});
+    if (it == shapes.end())
+      it = shapes.emplace(std::pair{rows, cols}, make_matrix(3, rows, cols)).first;
+    return it->second;
+  };
+  std::deque<QuantizedMatrix> store;
+  // [layer][stage]: the weights of one call.
+  std::vector<std::vector<std::vector<WeightMatrix>>> calls(static_cast<size_t>(L));
+  double stage_bytes[kStages] = {};
+  for (auto& layer : calls) {
+    for (int s = 0; s < 4; ++s) {
+      layer.emplace_back();
+      for (const auto& [rows, cols] : stages[s]) {
+        store.push_back(proto(rows, cols));
+        layer.back().push_back(store.back().view());
+        stage_bytes[s] += static_cast<double>(store.back().view().bytes());
+      }
+    }
+  }
+  store.push_back(make_matrix(3, c.vocab_size, d));
+  const WeightMatrix lm_head = store.back().view();
+  stage_bytes[4] = static_cast<double>(lm_head.bytes());
+  double token_bytes = 0;
+  for (double b : stage_bytes) token_bytes += b;
+
+  std::vector<float> x(static_cast<size_t>(std::max(ff, c.q_dim())));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  std::vector<float> out(static_cast<size_t>(c.vocab_size + 2 * ff + 2 * c.q_dim()));
+  const int64_t n = int64_t{32} << 20;
+  std::vector<float> a(static_cast<size_t>(n)), b(a.size(), 1.0f), cc(a.size(), 2.0f);
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  double best_triad = 1e30, best_token = 1e30, best_stages[kStages] = {};
+  for (auto _ : state) {
+    auto t0 = clock::now();
+    float* pa = a.data();
+    const float* pb = b.data();
+    const float* pc = cc.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+    best_triad = std::min(best_triad, since(t0));
+    double st[kStages] = {};
+    const auto start = clock::now();
+    for (const auto& layer : calls) {
+      for (int s = 0; s < 4; ++s) {
+        const auto& ws = layer[static_cast<size_t>(s)];
+        std::vector<const WeightMatrix*> wp;
+        std::vector<float*> yp;
+        float* y = out.data();
+        for (const WeightMatrix& w : ws) {
+          wp.push_back(&w);
+          yp.push_back(y);
+          y += w.rows;
+        }
+        t0 = clock::now();
+        matvec_batch(wp, x.data(), 1, yp);
+        st[s] += since(t0);
+      }
+    }
+    t0 = clock::now();
+    matvec(lm_head, x.data(), out.data());
+    st[4] = since(t0);
+    const double token = since(start);
+    benchmark::DoNotOptimize(out.data());
+    if (token < best_token) {
+      best_token = token;
+      std::copy_n(st, kStages, best_stages);
+    }
+  }
+  const double triad = 12.0 * static_cast<double>(n) / best_triad / 1e9;
+  const double gbs = token_bytes / best_token / 1e9;
+  state.counters["tok/s"] = 1.0 / best_token;
+  state.counters["GB/s"] = gbs;
+  state.counters["triad_GB/s"] = triad;
+  state.counters["x_triad"] = gbs / triad;
+  for (int s = 0; s < kStages; ++s) {
+    const double calls_per_token = s < 4 ? static_cast<double>(L) : 1.0;
+    state.counters[std::string(names[s]) + "_us"] = best_stages[s] / calls_per_token * 1e6;
+    state.counters[std::string(names[s]) + "_x_triad"] =
+        stage_bytes[s] / best_stages[s] / 1e9 / triad;
+  }
+  state.SetLabel(std::string(state.range(0) == 0 ? "0.5B" : "1.5B") + " q4g64-rows8 " +
+                 simd_target_name());
+  set_num_threads(0);
+}
+BENCHMARK(BM_DecodeMatvecs)
+    ->Args({0, 2})
+    ->Args({1, 2})
+    ->ArgNames({"geometry", "thr"})
+    ->Iterations(12)
+    ->Unit(benchmark::kMillisecond);
 
 // Load-time quantisation speed, GB/s of f32 input.
 void BM_Quantize(benchmark::State& state) {
