@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -25,6 +26,7 @@
 #include "molt/common/error.h"
 #include "molt/kernels/attention.h"
 #include "molt/kernels/ops.h"
+#include "molt/kernels/team.h"
 
 // Shared by every target; this file is compiled once per target, so guard it.
 #ifndef MOLT_KERNELS_ATTENTION_TYPES
@@ -407,15 +409,17 @@ void attention_decode(const AttentionShape& s, const Layout& l, std::span<const 
   const DecodeSeq* seq_list = seqs.data();
   float* partials = partial.data();
   float* all_scores = scores.data();
-#pragma omp parallel
-  {
+  // Tasks are claimed from one counter (no barrier at the end: the region's, or the team's
+  // wait for every thread, follows).
+  std::atomic<int64_t> next{0};
+  parallel([&] {
     float* mine = all_scores + omp_get_thread_num() * per_thread;
-#pragma omp for schedule(dynamic)
-    for (int64_t t = 0; t < count; ++t) {
+    for (int64_t t = next.fetch_add(1, std::memory_order_relaxed); t < count;
+         t = next.fetch_add(1, std::memory_order_relaxed)) {
       const DecodeSeq& sq = seq_list[task_list[t].seq];
       kernels[static_cast<int>(sq.kv)](l, sq, task_list[t], mine, partials + t * part_size);
     }
-  }
+  });
   // Merge the splits of each (sequence, row, kv head), consecutive in the task list: rescale
   // each to the overall max.
   for (int64_t t0 = 0; t0 < count;) {

@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 #include "kernels/matvec.h"
 #include "molt/common/dtype.h"
+#include "molt/kernels/team.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace molt {
@@ -287,17 +288,18 @@ void MatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv, 
     for (int64_t v = 0; v < nv; ++v) PermuteForBF16(x + v * cols, cols, xp.data() + v * cols);
   }
   const float* px = xp.data();
-#pragma omp parallel
-  for (int64_t i = 0; i < n; ++i) {
-    const WeightMatrix& w = ws[i];
-    if (dt == DType::F32) {
-      MatvecF32(static_cast<const float*>(w.data), w.rows, cols, x, nv, ys[i]);
-    } else if (dt == DType::BF16) {
-      MatvecBF16(static_cast<const uint16_t*>(w.data), w.rows, cols, px, nv, ys[i]);
-    } else {
-      MatvecF16(static_cast<const uint16_t*>(w.data), w.rows, cols, x, nv, ys[i]);
+  parallel([&] {
+    for (int64_t i = 0; i < n; ++i) {
+      const WeightMatrix& w = ws[i];
+      if (dt == DType::F32) {
+        MatvecF32(static_cast<const float*>(w.data), w.rows, cols, x, nv, ys[i]);
+      } else if (dt == DType::BF16) {
+        MatvecBF16(static_cast<const uint16_t*>(w.data), w.rows, cols, px, nv, ys[i]);
+      } else {
+        MatvecF16(static_cast<const uint16_t*>(w.data), w.rows, cols, x, nv, ys[i]);
+      }
     }
-  }
+  });
 }
 
 // ---- widening (embedding rows, prefill tiles) ----------------------------------------------

@@ -44,6 +44,7 @@
 #include "kernels/qmatvec.h"
 #include "molt/common/dtype.h"
 #include "molt/kernels/quant.h"
+#include "molt/kernels/team.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -1038,45 +1039,46 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
   const int64_t cpm = ClaimsPerMatrix();
   claim_flags.assign(static_cast<size_t>(n * cpm), 0);
   uint8_t* claims = claim_flags.data();
-#pragma omp parallel
-  for (int64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case kInt8:
-        RunQ<kInt8>(ws[i], xb, nv, ys[i]);
-        break;
-      case kAffine8:
-        RunAffine<8>(ws[i], xb, nv, ys[i]);
-        break;
-      case kAffine8P:
-        RunAffine<8, 64>(ws[i], xb, nv, ys[i]);
-        break;
-      case kAffine4:
-        RunAffine<4>(ws[i], xb, nv, ys[i]);
-        break;
-      case kAffine4G32:
-        RunQ<kAffine4G32>(ws[i], xb, nv, ys[i]);
-        break;
-      case kAffine4R8:
-        RunBlocks8<kAffine4R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
-        break;
-      case kAffine8R8:
-        RunBlocks8<kAffine8R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
-        break;
-      case kAffine4W:
+  parallel([&] {
+    for (int64_t i = 0; i < n; ++i) {
+      switch (kind) {
+        case kInt8:
+          RunQ<kInt8>(ws[i], xb, nv, ys[i]);
+          break;
+        case kAffine8:
+          RunAffine<8>(ws[i], xb, nv, ys[i]);
+          break;
+        case kAffine8P:
+          RunAffine<8, 64>(ws[i], xb, nv, ys[i]);
+          break;
+        case kAffine4:
+          RunAffine<4>(ws[i], xb, nv, ys[i]);
+          break;
+        case kAffine4G32:
+          RunQ<kAffine4G32>(ws[i], xb, nv, ys[i]);
+          break;
+        case kAffine4R8:
+          RunBlocks8<kAffine4R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
+          break;
+        case kAffine8R8:
+          RunBlocks8<kAffine8R8>(ws[i], xb, nv, ys[i], claims + i * cpm);
+          break;
+        case kAffine4W:
 #if HWY_TARGET <= HWY_AVX3
-        RunAffineW<4>(ws[i], xb, nv, ys[i]);
+          RunAffineW<4>(ws[i], xb, nv, ys[i]);
 #endif
-        break;
-      case kAffine8W:
+          break;
+        case kAffine8W:
 #if HWY_TARGET <= HWY_AVX3
-        RunAffineW<8>(ws[i], xb, nv, ys[i]);
+          RunAffineW<8>(ws[i], xb, nv, ys[i]);
 #endif
-        break;
-      case kAffine4R8W:
-        RunBlocks8<kAffine4R8W>(ws[i], xb, nv, ys[i], claims + i * cpm);
-        break;
+          break;
+        case kAffine4R8W:
+          RunBlocks8<kAffine4R8W>(ws[i], xb, nv, ys[i], claims + i * cpm);
+          break;
+      }
     }
-  }
+  });
 }
 
 bool PrefersRows8() {
@@ -1252,18 +1254,19 @@ void QMatvecMulti(const WeightMatrix* ws, int64_t n, const float* x, int64_t nv,
     for (int64_t v = 0; v < nv; ++v) PrepareX(ws[i], x + v * ws[i].cols, xq[i * nv + v]);
   }
   const XQ* xb = xq.data();  // the caller's buffers: inside the region `xq` names each thread's own
-#pragma omp parallel
-  for (int64_t i = 0; i < n; ++i) {
-    const WeightMatrix& w = ws[i];
-    if (!PortableApplies(w)) continue;
-    if (w.dtype == DType::I8) {
-      RunPortable<8, true>(w, xb + i * nv, nv, ys[i]);
-    } else if (w.bits == 8) {
-      RunPortable<8, false>(w, xb + i * nv, nv, ys[i]);
-    } else {
-      RunPortable<4, false>(w, xb + i * nv, nv, ys[i]);
+  parallel([&] {
+    for (int64_t i = 0; i < n; ++i) {
+      const WeightMatrix& w = ws[i];
+      if (!PortableApplies(w)) continue;
+      if (w.dtype == DType::I8) {
+        RunPortable<8, true>(w, xb + i * nv, nv, ys[i]);
+      } else if (w.bits == 8) {
+        RunPortable<8, false>(w, xb + i * nv, nv, ys[i]);
+      } else {
+        RunPortable<4, false>(w, xb + i * nv, nv, ys[i]);
+      }
     }
-  }
+  });
   for (int64_t i = 0; i < n; ++i) {
     if (PortableApplies(ws[i])) continue;
     for (int64_t v = 0; v < nv; ++v) {

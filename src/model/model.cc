@@ -9,6 +9,7 @@
 
 #include "molt/common/error.h"
 #include "molt/kernels/attention.h"
+#include "molt/kernels/team.h"
 #include "molt/model/layout_cache.h"
 
 namespace molt {
@@ -587,12 +588,16 @@ void Model::decode_batch(std::span<const int32_t> tokens, std::span<KVCache* con
     dequantize_row(weights_.embed, tokens[static_cast<size_t>(i)], x + i * d);
   }
   const Rows rows{caches, caches[0]->size()};
-  run_layers(0, c.num_hidden_layers, rows, B, x, x + B * d);
+  // The step's ~100 parallel kernel calls share one OpenMP region (kernels/team.h).
+  run_as_team([&] {
+    run_layers(0, c.num_hidden_layers, rows, B, x, x + B * d);
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    for (int64_t i = 0; i < B; ++i) {
+      rmsnorm(x + i * d, weights_.final_norm.data(), d, eps, x + i * d);
+    }
+    linear(weights_.lm_head, x, B, logits.data(), true);
+  });
   for (KVCache* ci : caches) ci->commit(1);
-
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  for (int64_t i = 0; i < B; ++i) rmsnorm(x + i * d, weights_.final_norm.data(), d, eps, x + i * d);
-  linear(weights_.lm_head, x, B, logits.data(), true);
 }
 
 std::vector<float> Model::decode(int32_t token, KVCache& cache) const {
