@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "kernels/matvec.h"
 #include "molt/kernels/linear.h"
 #include "molt/kernels/quant.h"
+#include "molt/kernels/team.h"
 #include "molt/kernels/threads.h"
 #include "molt/model/synth.h"
 
@@ -171,9 +173,9 @@ BENCHMARK(BM_QMatvecVsTriad)
 // RoPE or activation between them. Beside `molt bench decode` of the same geometry it splits a
 // token's time into the matrices' and everything else's; per stage it gives the rate each call
 // shape reaches. Every layer's matrices are copies at their own addresses (one quantisation per
-// shape), so a token reads all of its bytes from memory, as decode does. Each token is timed
-// beside a standalone triad pass; the best of each is kept. Args: geometry (0: Qwen2.5 0.5B,
-// 1: 1.5B), threads.
+// shape), so a token reads all of its bytes from memory, as decode does, and its calls share
+// one thread team, as decode's do. Each token is timed beside a standalone triad pass; the best
+// of each is kept. Args: geometry (0: Qwen2.5 0.5B, 1: 1.5B), threads.
 void BM_DecodeMatvecs(benchmark::State& state) {
   const ModelConfig c = qwen25_geometry(state.range(0) == 0 ? "qwen2.5-0.5b" : "qwen2.5-1.5b");
   set_num_threads(static_cast<int>(state.range(1)));
@@ -233,25 +235,28 @@ void BM_DecodeMatvecs(benchmark::State& state) {
     best_triad = std::min(best_triad, since(t0));
     double st[kStages] = {};
     const auto start = clock::now();
-    for (const auto& layer : calls) {
-      for (int s = 0; s < 4; ++s) {
-        const auto& ws = layer[static_cast<size_t>(s)];
-        std::vector<const WeightMatrix*> wp;
-        std::vector<float*> yp;
-        float* y = out.data();
-        for (const WeightMatrix& w : ws) {
-          wp.push_back(&w);
-          yp.push_back(y);
-          y += w.rows;
+    // As decode runs a token: one team for all of its calls (kernels/team.h).
+    run_as_team([&] {
+      for (const auto& layer : calls) {
+        for (int s = 0; s < 4; ++s) {
+          const auto& ws = layer[static_cast<size_t>(s)];
+          const WeightMatrix* wp[3];
+          float* yp[3];
+          float* y = out.data();
+          for (size_t i = 0; i < ws.size(); ++i) {
+            wp[i] = &ws[i];
+            yp[i] = y;
+            y += ws[i].rows;
+          }
+          auto t = clock::now();
+          matvec_batch(std::span(wp, ws.size()), x.data(), 1, std::span(yp, ws.size()));
+          st[s] += since(t);
         }
-        t0 = clock::now();
-        matvec_batch(wp, x.data(), 1, yp);
-        st[s] += since(t0);
       }
-    }
-    t0 = clock::now();
-    matvec(lm_head, x.data(), out.data());
-    st[4] = since(t0);
+      const auto t = clock::now();
+      matvec(lm_head, x.data(), out.data());
+      st[4] = since(t);
+    });
     const double token = since(start);
     benchmark::DoNotOptimize(out.data());
     if (token < best_token) {

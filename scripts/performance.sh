@@ -70,7 +70,8 @@ dirty=false
 [[ -z "$(git status --porcelain 2>/dev/null)" ]] || dirty=true
 date=$(date -u +%Y-%m-%dT%H:%MZ)
 rm -f "$OUT"/run.json "$OUT"/sgemm.json "$OUT"/decode.jsonl "$OUT"/nll.jsonl \
-  "$OUT"/quant_bench.json "$OUT"/quant_hot.json "$OUT"/kernels_bench.json
+  "$OUT"/quant_bench.json "$OUT"/quant_hot.json "$OUT"/kernels_bench.json \
+  "$OUT"/decode_matvecs.json
 
 # How each checkpoint is made when absent (bench decode records the SHA-256 of what it loads).
 checkpoints='{}'
@@ -185,7 +186,8 @@ tiny_sha=$(sha256sum "${tiny_files[@]}" |
 # Google Benchmark JSON, cut to what the page shows.
 keep() {
   jq -c '{benchmarks: [.benchmarks[] | with_entries(select(.key |
-    IN("name", "label", "matvec_GB/s", "triad_GB/s", "ratio", "GB/s", "us_per_call")))]}' \
+    IN("name", "label", "matvec_GB/s", "triad_GB/s", "ratio", "GB/s", "us_per_call", "tok/s",
+      "x_triad") or endswith("_us") or endswith("_x_triad")))]}' \
     "$WORK/$1" >"$OUT/$1"
 }
 if [[ "$QUICK" != 1 ]]; then
@@ -196,9 +198,12 @@ if [[ "$QUICK" != 1 ]]; then
     --benchmark_format=json --benchmark_out="$WORK/quant_hot.json" >/dev/null
   timed "$BENCH/molt_kernels_bench" --benchmark_filter='BM_MatvecVsTriad/.*/thr:2' \
     --benchmark_format=json --benchmark_out="$WORK/kernels_bench.json" >/dev/null
+  timed "$BENCH/molt_quant_bench" --benchmark_filter='BM_DecodeMatvecs' \
+    --benchmark_format=json --benchmark_out="$WORK/decode_matvecs.json" >/dev/null
   keep quant_bench.json
   keep quant_hot.json
   keep kernels_bench.json
+  keep decode_matvecs.json
 fi
 
 bandwidth_after=$(timed bandwidth)

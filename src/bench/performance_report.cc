@@ -370,6 +370,49 @@ the arithmetic, not on memory.
   return md + "\n";
 }
 
+// BM_DecodeMatvecs (a decoded token's matvecs alone), each geometry beside this run's 4-bit
+// rows-by-8 decode of it.
+std::string matvecs_section(const json& j, const std::vector<json>& dec) {
+  if (j.is_null()) return "";
+  std::string md = R"(## A decoded token's matvecs alone
+
+`molt_quant_bench` BM_DecodeMatvecs runs every matvec of one decoded token and nothing else: per
+layer q/k/v in one call, o, gate/up in one call and down, then the LM head, at the real geometry
+in MLX 4-bit g64 rows by 8, in one thread team as decode runs them (`kernels/team.h`); no
+attention, norms, RoPE or activations. Each layer's matrices are copies of their own, so a token
+reads all of its bytes from memory. Each token is timed beside a standalone triad pass, the best
+of each is kept, and ×triad is the token's GB/s over that pass; a stage's ×triad is its own bytes
+over its time. The last two columns set beside it the 4-bit rows-by-8 decode of the same geometry
+from the decode table (another minute of this run): decode ÷ matvecs is the part of a decode
+token's time its matrices take at the speed they reach alone; attention, norms, RoPE, the
+activation and the waits between the kernels take the rest.
+
+| geometry | matvecs tok/s | triad GB/s | ×triad | q/k/v µs (×triad) | o µs (×triad) | gate/up µs (×triad) | down µs (×triad) | LM head µs (×triad) | decode tok/s | decode ÷ matvecs |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+)";
+  for (const json& b : j.at("benchmarks")) {
+    const std::string name = str(b, "name");
+    const std::string geometry =
+        bench_arg(name, "geometry") == "0" ? "qwen2.5-0.5b" : "qwen2.5-1.5b";
+    std::string stages;
+    for (const char* s : {"qkv", "o", "gate_up", "down", "lm_head"}) {
+      stages += fmt::format(" {:.1f} ({:.2f}) |", num(b, (std::string(s) + "_us").c_str()),
+                            num(b, (std::string(s) + "_x_triad").c_str()));
+    }
+    const auto d = std::find_if(dec.begin(), dec.end(), [&](const json& r) {
+      return str(r, "geometry") == geometry && str(r, "weight_dtype") == "U32" &&
+             r.at("weight_bits").get<int>() == 4 && str(r, "layout") == "rows8";
+    });
+    const std::string decode = d == dec.end()
+                                   ? "– | –"
+                                   : fmt::format("{:.1f} | {:.2f}", num(*d, "decode_tok_s"),
+                                                 num(*d, "decode_tok_s") / num(b, "tok/s"));
+    md += fmt::format("| {} | {:.1f} | {:.1f} | **{:.2f}** |{} {} |\n", geometry, num(b, "tok/s"),
+                      num(b, "triad_GB/s"), num(b, "x_triad"), stages, decode);
+  }
+  return md + "\n";
+}
+
 }  // namespace
 
 json checkpoint_sha256(const fs::path& dir) {
@@ -397,6 +440,7 @@ std::string performance_report(const fs::path& dir) {
   md += vs_triad_section(read_json_or_null(dir / "kernels_bench.json"),
                          "Dense matvec microbenchmarks (cold weights, beside a triad pass)");
   md += hot_section(read_json_or_null(dir / "quant_hot.json"));
+  md += matvecs_section(read_json_or_null(dir / "decode_matvecs.json"), dec);
   md.pop_back();  // one newline at the end
   return md;
 }
