@@ -382,13 +382,14 @@ in MLX 4-bit g64 rows by 8, in one thread team as decode runs them (`kernels/tea
 attention, norms, RoPE or activations. Each layer's matrices are copies of their own, so a token
 reads all of its bytes from memory. Each token is timed beside a standalone triad pass, the best
 of each is kept, and ×triad is the token's GB/s over that pass; a stage's ×triad is its own bytes
-over its time. The last two columns set beside it the 4-bit rows-by-8 decode of the same geometry
-from the decode table (another minute of this run): decode ÷ matvecs is the part of a decode
+over its time. The last columns set beside it the 4-bit rows-by-8 decode of the same geometry
+from the decode table, which ran in another minute of this run: each is taken against its own
+minute's best triad pass, so **decode ÷ matvecs** (×bound over ×triad) is the part of a decode
 token's time its matrices take at the speed they reach alone; attention, norms, RoPE, the
 activation and the waits between the kernels take the rest.
 
-| geometry | matvecs tok/s | triad GB/s | ×triad | q/k/v µs (×triad) | o µs (×triad) | gate/up µs (×triad) | down µs (×triad) | LM head µs (×triad) | decode tok/s | decode ÷ matvecs |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| geometry | matvecs tok/s | triad GB/s | ×triad | q/k/v µs (×triad) | o µs (×triad) | gate/up µs (×triad) | down µs (×triad) | LM head µs (×triad) | decode tok/s | decode ×bound | decode ÷ matvecs |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 )";
   for (const json& b : j.at("benchmarks")) {
     const std::string name = str(b, "name");
@@ -403,10 +404,12 @@ activation and the waits between the kernels take the rest.
       return str(r, "geometry") == geometry && str(r, "weight_dtype") == "U32" &&
              r.at("weight_bits").get<int>() == 4 && str(r, "layout") == "rows8";
     });
-    const std::string decode = d == dec.end()
-                                   ? "– | –"
-                                   : fmt::format("{:.1f} | {:.2f}", num(*d, "decode_tok_s"),
-                                                 num(*d, "decode_tok_s") / num(b, "tok/s"));
+    std::string decode = "– | – | –";
+    if (d != dec.end()) {
+      const double x = num(*d, "decode_gb_s") / best_pass(*d);
+      decode = fmt::format("{:.1f} | {:.2f} | **{:.2f}**", num(*d, "decode_tok_s"), x,
+                           x / num(b, "x_triad"));
+    }
     md += fmt::format("| {} | {:.1f} | {:.1f} | **{:.2f}** |{} {} |\n", geometry, num(b, "tok/s"),
                       num(b, "triad_GB/s"), num(b, "x_triad"), stages, decode);
   }
