@@ -29,8 +29,9 @@ void relax() {
 template <class Done>
 void wait_until(Done done) {
   constexpr int kSpins = 1 << 14;
-  for (int i = 0; !done(); ++i) {
+  for (int i = 0; !done();) {
     if (i < kSpins) {
+      ++i;
       relax();
     } else {
       std::this_thread::yield();
