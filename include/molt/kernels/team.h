@@ -18,13 +18,24 @@ namespace molt {
 // runs as it is. An exception from step leaves the region and reaches the caller.
 void team_step(void (*step)(void*), void* ctx);
 
-// team_step of a callable: run_as_team([&] { ... the step ... }). Allocates nothing (a decode
-// step must not).
+namespace team_detail {
+// A callable as a function pointer and its argument: no std::function, so nothing is allocated
+// (a decode step must not allocate).
+template <class Fn>
+void call(void* f) {
+  (*static_cast<Fn*>(f))();
+}
+template <class Fn>
+void* context(Fn& f) {
+  return const_cast<void*>(static_cast<const void*>(&f));
+}
+}  // namespace team_detail
+
+// team_step of a callable: run_as_team([&] { ... the step ... }).
 template <class F>
 void run_as_team(F&& step) {
   using Fn = std::remove_reference_t<F>;
-  team_step([](void* p) { (*static_cast<Fn*>(p))(); },
-            const_cast<void*>(static_cast<const void*>(&step)));
+  team_step(&team_detail::call<Fn>, team_detail::context(step));
 }
 
 // Runs fn(ctx) once on every thread of the running step's team, or of a new parallel region
@@ -37,8 +48,7 @@ void team_parallel(void (*fn)(void*), void* ctx);
 template <class F>
 void parallel(F&& f) {
   using Fn = std::remove_reference_t<F>;
-  team_parallel([](void* p) { (*static_cast<Fn*>(p))(); },
-                const_cast<void*>(static_cast<const void*>(&f)));
+  team_parallel(&team_detail::call<Fn>, team_detail::context(f));
 }
 
 // Whether the calling thread is running a step as a team (for tests).
