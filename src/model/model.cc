@@ -588,7 +588,7 @@ void Model::decode_batch(std::span<const int32_t> tokens, std::span<KVCache* con
     dequantize_row(weights_.embed, tokens[static_cast<size_t>(i)], x + i * d);
   }
   const Rows rows{caches, caches[0]->size()};
-  // The step's ~100 parallel kernel calls share one OpenMP region (kernels/team.h).
+  // The step's parallel kernel calls (~120 at 0.5B) share one OpenMP region (kernels/team.h).
   run_as_team([&] {
     run_layers(0, c.num_hidden_layers, rows, B, x, x + B * d);
     const float eps = static_cast<float>(c.rms_norm_eps);

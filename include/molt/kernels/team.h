@@ -1,6 +1,6 @@
 // A decode step's threads held in one OpenMP region from its first kernel to its last.
 //
-// A decode token is about a hundred short parallel kernel calls (q/k/v, attention, o, gate/up,
+// A decode token is ~120 short parallel kernel calls at 0.5B (q/k/v, attention, o, gate/up,
 // down per layer; the LM head). Each `#pragma omp parallel` costs libgomp a fork and a join:
 // 2.6 us on a 2-core Zen 5 (its barrier alone 1.4 us), against 0.04 us for a barrier on one
 // atomic counter, and a 0.5B 4-bit token is ~7 ms. run_as_team opens the region once: the
